@@ -1,0 +1,76 @@
+//! Typed errors. Every error names the file it came from and, where it applies, the JSON path
+//! (`$.data["Torch.abs.0.forward"].input_args[0].dtype`) or the byte offset of the problem.
+
+use std::path::PathBuf;
+
+/// Everything that can go wrong while reading or writing dump files.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The file could not be opened, read or written.
+    #[error("{file}: {source}")]
+    Io {
+        file: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// The bytes are not (msprobe-flavoured) JSON.
+    #[error("{file}: invalid JSON at byte {offset} (line {line}, column {column}): {msg}")]
+    Json {
+        file: PathBuf,
+        offset: u64,
+        line: u64,
+        column: u64,
+        msg: String,
+    },
+    /// Valid JSON whose content breaks the dump format.
+    #[error("{file}: {path}: {msg}")]
+    Schema {
+        file: PathBuf,
+        path: String,
+        msg: String,
+    },
+    /// A binary tensor file (.npy, .pt, the pickle or zip inside) is malformed.
+    #[error("{file}: byte {offset}: {msg}")]
+    Tensor {
+        file: PathBuf,
+        offset: u64,
+        msg: String,
+    },
+    /// A dtype string that neither framework writes.
+    #[error("{file}: {path}: unknown dtype {dtype:?}")]
+    UnknownDtype {
+        file: PathBuf,
+        path: String,
+        dtype: String,
+    },
+    /// A directory that is not a dump root, step or rank directory.
+    #[error("{dir}: {msg}")]
+    Layout { dir: PathBuf, msg: String },
+}
+
+impl Error {
+    pub fn io(file: impl Into<PathBuf>, source: std::io::Error) -> Self {
+        Error::Io {
+            file: file.into(),
+            source,
+        }
+    }
+
+    pub fn schema(file: impl Into<PathBuf>, path: impl Into<String>, msg: impl Into<String>) -> Self {
+        Error::Schema {
+            file: file.into(),
+            path: path.into(),
+            msg: msg.into(),
+        }
+    }
+
+    pub fn tensor(file: impl Into<PathBuf>, offset: u64, msg: impl Into<String>) -> Self {
+        Error::Tensor {
+            file: file.into(),
+            offset,
+            msg: msg.into(),
+        }
+    }
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
