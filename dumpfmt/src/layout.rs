@@ -1,1 +1,236 @@
-//! (being written)
+//! Finding dump files on disk (spec §1): dump root → `step{N}` → rank dir (`rank{R}`, `rank`,
+//! `proc{PID}`) → `dump.json`, `stack.json`, `construct.json`, `debug.json`, `dump_tensor_data/`.
+//! MindSpore's split roots `graph/` + `pynative/` are two dump roots under one directory.
+//!
+//! [`discover`] accepts any level: a dump root, a split root, a step dir, a rank dir or a single
+//! file. The tensor directory is always `{dir(dump.json)}/dump_tensor_data`, never the
+//! `dump_data_dir` string written inside dump.json.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use crate::error::{Error, Result};
+
+/// The name of a rank directory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum RankId {
+    /// `rank{R}`
+    Rank(u32),
+    /// `rank` ([≤8.x] and MindSpore static L0 without a rank id)
+    NoRank,
+    /// `proc{PID}` ([26.0+] process without rank information)
+    Proc(u64),
+}
+
+impl RankId {
+    pub fn parse(dir_name: &str) -> Option<RankId> {
+        if dir_name == "rank" {
+            return Some(RankId::NoRank);
+        }
+        if let Some(r) = dir_name.strip_prefix("rank").filter(|s| is_number(s)) {
+            return r.parse().ok().map(RankId::Rank);
+        }
+        if let Some(p) = dir_name.strip_prefix("proc").filter(|s| is_number(s)) {
+            return p.parse().ok().map(RankId::Proc);
+        }
+        None
+    }
+}
+
+impl fmt::Display for RankId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RankId::Rank(r) => write!(f, "rank{r}"),
+            RankId::NoRank => f.write_str("rank"),
+            RankId::Proc(p) => write!(f, "proc{p}"),
+        }
+    }
+}
+
+fn is_number(s: &str) -> bool {
+    !s.is_empty() && s.bytes().all(|c| c.is_ascii_digit())
+}
+
+/// `step{N}` → N.
+pub fn parse_step(dir_name: &str) -> Option<u64> {
+    let n = dir_name.strip_prefix("step")?;
+    if n.is_empty() || !n.bytes().all(|c| c.is_ascii_digit()) {
+        return None;
+    }
+    n.parse().ok()
+}
+
+/// One rank directory and the files found in it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RankDir {
+    pub dir: PathBuf,
+    /// `graph` / `pynative` for MindSpore split roots.
+    pub split: Option<String>,
+    /// `None` when the walk started at the rank dir itself or the step dir had an odd name.
+    pub step: Option<u64>,
+    /// `None` when the walk started at a directory whose name is not a rank name.
+    pub rank: Option<RankId>,
+    pub dump_json: Option<PathBuf>,
+    pub stack_json: Option<PathBuf>,
+    pub construct_json: Option<PathBuf>,
+    pub debug_json: Option<PathBuf>,
+    /// `dump_tensor_data/` when it exists.
+    pub tensor_dir: Option<PathBuf>,
+}
+
+impl RankDir {
+    /// Reads what is in `dir` (no recursion).
+    pub fn scan(dir: &Path) -> RankDir {
+        let file = |n: &str| {
+            let p = dir.join(n);
+            p.is_file().then_some(p)
+        };
+        let td = dir.join("dump_tensor_data");
+        RankDir {
+            dir: dir.to_path_buf(),
+            split: None,
+            step: None,
+            rank: dir
+                .file_name()
+                .and_then(|n| n.to_str())
+                .and_then(RankId::parse),
+            dump_json: file("dump.json"),
+            stack_json: file("stack.json"),
+            construct_json: file("construct.json"),
+            debug_json: file("debug.json"),
+            tensor_dir: td.is_dir().then_some(td),
+        }
+    }
+
+    fn has_dump_files(&self) -> bool {
+        self.dump_json.is_some()
+            || self.debug_json.is_some()
+            || self.stack_json.is_some()
+            || self.construct_json.is_some()
+            || self.tensor_dir.is_some()
+    }
+}
+
+/// What [`discover`] found.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Layout {
+    /// A directory tree: every rank directory, sorted by split, step and rank.
+    Tree { root: PathBuf, ranks: Vec<RankDir> },
+    /// A single file (a JSON file or a tensor file).
+    File(PathBuf),
+}
+
+impl Layout {
+    pub fn ranks(&self) -> &[RankDir] {
+        match self {
+            Layout::Tree { ranks, .. } => ranks,
+            Layout::File(_) => &[],
+        }
+    }
+
+    /// Distinct (split, step) pairs.
+    pub fn step_count(&self) -> usize {
+        let mut steps: Vec<(Option<&str>, Option<u64>)> = self
+            .ranks()
+            .iter()
+            .map(|r| (r.split.as_deref(), r.step))
+            .collect();
+        steps.dedup();
+        steps.len()
+    }
+}
+
+fn subdirs(dir: &Path) -> Result<Vec<(String, PathBuf)>> {
+    let rd = std::fs::read_dir(dir).map_err(|e| Error::io(dir, e))?;
+    let mut out = Vec::new();
+    for e in rd {
+        let e = e.map_err(|e| Error::io(dir, e))?;
+        let p = e.path();
+        if p.is_dir()
+            && let Some(n) = e.file_name().to_str()
+        {
+            out.push((n.to_string(), p));
+        }
+    }
+    out.sort();
+    Ok(out)
+}
+
+fn step_ranks(step_dir: &Path, step: Option<u64>, split: Option<&str>) -> Result<Vec<RankDir>> {
+    let mut out = Vec::new();
+    for (name, p) in subdirs(step_dir)? {
+        if RankId::parse(&name).is_some() {
+            let mut r = RankDir::scan(&p);
+            r.step = step;
+            r.split = split.map(str::to_string);
+            out.push(r);
+        }
+    }
+    out.sort_by_key(|r| r.rank);
+    Ok(out)
+}
+
+fn root_ranks(root: &Path, split: Option<&str>) -> Result<Vec<RankDir>> {
+    let mut steps: Vec<(u64, PathBuf)> = subdirs(root)?
+        .into_iter()
+        .filter_map(|(n, p)| parse_step(&n).map(|s| (s, p)))
+        .collect();
+    steps.sort();
+    let mut out = Vec::new();
+    for (s, p) in steps {
+        out.extend(step_ranks(&p, Some(s), split)?);
+    }
+    Ok(out)
+}
+
+/// Finds every rank directory under `path` (or `path` itself as a file or rank dir).
+pub fn discover(path: &Path) -> Result<Layout> {
+    let meta = std::fs::metadata(path).map_err(|e| Error::io(path, e))?;
+    if meta.is_file() {
+        return Ok(Layout::File(path.to_path_buf()));
+    }
+    let here = RankDir::scan(path);
+    if here.has_dump_files() {
+        // A rank dir; its step comes from the parent's name when it has one.
+        let mut r = here;
+        r.step = path
+            .parent()
+            .and_then(|p| p.file_name())
+            .and_then(|n| n.to_str())
+            .and_then(parse_step);
+        return Ok(Layout::Tree {
+            root: path.to_path_buf(),
+            ranks: vec![r],
+        });
+    }
+    let dirs = subdirs(path)?;
+    let mut ranks = Vec::new();
+    if dirs.iter().any(|(n, _)| parse_step(n).is_some()) {
+        ranks = root_ranks(path, None)?;
+    } else if dirs.iter().any(|(n, _)| RankId::parse(n).is_some()) {
+        let step = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .and_then(parse_step);
+        ranks = step_ranks(path, step, None)?;
+    } else {
+        for split in ["graph", "pynative"] {
+            let p = path.join(split);
+            if p.is_dir() {
+                ranks.extend(root_ranks(&p, Some(split))?);
+            }
+        }
+    }
+    if ranks.is_empty() {
+        return Err(Error::Layout {
+            dir: path.to_path_buf(),
+            msg:
+                "not a dump root, step or rank directory (no step*/rank*/proc* dirs, no dump.json)"
+                    .into(),
+        });
+    }
+    Ok(Layout::Tree {
+        root: path.to_path_buf(),
+        ranks,
+    })
+}

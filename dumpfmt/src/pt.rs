@@ -1,1 +1,542 @@
-//! (being written)
+//! `.pt` files as `torch.save(tensor, path)` writes them (spec §6.1): a zip archive of STORED
+//! entries holding `data.pkl` (see [`crate::pickle`]) and the raw storage `data/<key>`.
+//!
+//! Reading ([`read`], [`read_info`], [`read_meta`]): the zip directory is read by [`zipdir`]
+//! (strict, hand-written: see there why not the `zip` crate); entries are found by suffix (`…/data.pkl` names the archive prefix, then
+//! `{prefix}data/<key>`, `{prefix}byteorder`, `{prefix}version` or `{prefix}.data/version`), so the
+//! archive name need not match the file name. Checked: every needed entry is STORED and inside the
+//! file; `byteorder` (when present; older torch omits it) is `little`; a `version` record exists;
+//! the CRC-32 of `data.pkl` and of the small records; the pickle (strict allow-list); the storage
+//! entry is exactly as large as the pickle says; offset, size and stride stay inside the storage.
+//! The storage payload's CRC is not checked (torch does not check it either, and it would cost a
+//! pass over the data). Legacy (pre-1.6, non-zip) `torch.save` files are refused.
+//!
+//! A C-contiguous view (every normal save; any storage offset) borrows its bytes from the file
+//! (memory-mapped when large); a strided view (msprobe's sliced saves keep the whole clone's
+//! storage) is gathered into a new C-order buffer.
+//!
+//! Writing ([`write()`], [`write_to`]) reproduces `torch.save` byte for byte (torch 2.x,
+//! miniz-based `PyTorchStreamWriter`): entries `data.pkl`, `.format_version`, `.storage_alignment`,
+//! `byteorder`, `data/0`, `version`, `.data/serialization_id` in that order; flags 0x0808, zero
+//! dates, version-needed 0 (flags 0x0800 and no descriptor for an empty entry); each entry's data aligned to 64 bytes by an `FB` extra field of `Z`s;
+//! 16-byte data descriptors; central directory, ZIP64 end record and locator, classic end record.
+//! Only the random 40-digit serialization id differs between two saves of the same tensor.
+//! Archives needing ZIP64 entry fields (an entry or offset at or above 4 GiB) are refused by the
+//! writer; the reader accepts them.
+
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::Path;
+
+pub mod zipdir;
+
+use crate::pickle::{TensorMeta, parse_tensor_pickle, write_tensor_pickle};
+use crate::tensor::{FileBytes, Tensor, TensorInfo, TensorRef};
+use crate::{DType, Error, Result};
+
+/// A parsed archive: the pickle's description and where the storage lies in the file.
+struct Parsed {
+    meta: TensorMeta,
+    shape: Vec<usize>,
+    storage_start: usize,
+}
+
+struct Entry {
+    start: usize,
+    len: usize,
+    crc: u32,
+}
+
+/// The pickle's description of the tensor in a `.pt` file (dtype, size, stride, offset,
+/// location), after all of [`read_info`]'s checks.
+pub fn read_meta(path: &Path) -> Result<TensorMeta> {
+    let file = FileBytes::open(path)?;
+    parse(file.bytes(), path).map(|p| p.meta)
+}
+
+/// dtype and shape of a `.pt` file, from its zip directory and pickle.
+pub fn read_info(path: &Path) -> Result<TensorInfo> {
+    let file = FileBytes::open(path)?;
+    let p = parse(file.bytes(), path)?;
+    let nbytes = numel(&p.meta.size) * p.meta.dtype.size() as u64;
+    Ok(TensorInfo {
+        dtype: p.meta.dtype,
+        shape: p.shape,
+        nbytes,
+    })
+}
+
+/// Reads the tensor of a `.pt` file.
+pub fn read(path: &Path) -> Result<Tensor> {
+    let file = FileBytes::open_populated(path)?;
+    let p = parse(file.bytes(), path)?;
+    let m = &p.meta;
+    let item = m.dtype.size();
+    let nbytes = (numel(&m.size) as usize) * item;
+    if nbytes == 0 {
+        return Ok(Tensor::from_owned_unchecked(m.dtype, p.shape, Vec::new()));
+    }
+    let first = p.storage_start + m.storage_offset as usize * item;
+    if is_contiguous(&m.size, &m.stride) {
+        return Ok(Tensor::from_file(m.dtype, p.shape, file, first, nbytes));
+    }
+    let storage = &file.bytes()[p.storage_start..p.storage_start + m.storage_nbytes as usize];
+    let out = gather(storage, item, m.storage_offset, &m.size, &m.stride, nbytes);
+    Ok(Tensor::from_owned_unchecked(m.dtype, p.shape, out))
+}
+
+fn numel(size: &[u64]) -> u64 {
+    size.iter().product()
+}
+
+/// C-contiguous in torch's sense: dims of size 1 may have any stride.
+fn is_contiguous(size: &[u64], stride: &[u64]) -> bool {
+    let mut expected = 1u64;
+    for (&n, &s) in size.iter().zip(stride).rev() {
+        if n != 1 && s != expected {
+            return false;
+        }
+        expected = expected.saturating_mul(n);
+    }
+    true
+}
+
+/// Copies a strided view (bounds already checked, at least one element) into C order, one
+/// innermost row at a time; rows with unit stride are single copies.
+fn gather(
+    storage: &[u8],
+    item: usize,
+    offset: u64,
+    size: &[u64],
+    stride: &[u64],
+    nbytes: usize,
+) -> Vec<u8> {
+    let mut out = vec![0u8; nbytes];
+    let start = offset as usize * item;
+    let Some((&inner_n, outer)) = size.split_last() else {
+        out.copy_from_slice(&storage[start..start + item]);
+        return out;
+    };
+    let inner_step = stride[size.len() - 1] as usize * item;
+    let row_bytes = inner_n as usize * item;
+    let mut idx = vec![0u64; outer.len()];
+    let mut base = start;
+    for row in out.chunks_exact_mut(row_bytes) {
+        if inner_step == item {
+            row.copy_from_slice(&storage[base..base + row_bytes]);
+        } else {
+            match item {
+                1 => copy_strided::<1>(row, &storage[base..], inner_step),
+                2 => copy_strided::<2>(row, &storage[base..], inner_step),
+                4 => copy_strided::<4>(row, &storage[base..], inner_step),
+                8 => copy_strided::<8>(row, &storage[base..], inner_step),
+                _ => copy_strided::<16>(row, &storage[base..], inner_step),
+            }
+        }
+        // Next row: odometer over the outer dimensions, moving `base` along.
+        for d in (0..outer.len()).rev() {
+            idx[d] += 1;
+            base += stride[d] as usize * item;
+            if idx[d] < size[d] {
+                break;
+            }
+            base -= size[d] as usize * stride[d] as usize * item;
+            idx[d] = 0;
+        }
+    }
+    out
+}
+
+fn copy_strided<const N: usize>(dst: &mut [u8], src: &[u8], step: usize) {
+    for (i, d) in dst.chunks_exact_mut(N).enumerate() {
+        d.copy_from_slice(&src[i * step..i * step + N]);
+    }
+}
+
+fn parse(bytes: &[u8], path: &Path) -> Result<Parsed> {
+    let err = |off: usize, msg: String| Error::tensor(path, off as u64, msg);
+    if !bytes.starts_with(b"PK\x03\x04") {
+        let msg = if bytes.starts_with(b"\x80") {
+            "legacy (pre-zip) torch.save format is not supported"
+        } else {
+            "not a torch.save zip archive"
+        };
+        return Err(err(0, msg.into()));
+    }
+    let entries =
+        zipdir::entries(bytes).map_err(|(off, msg)| err(off as usize, format!("zip: {msg}")))?;
+    let pkl_names: Vec<&[u8]> = entries
+        .iter()
+        .map(|e| &e.name[..])
+        .filter(|n| *n == b"data.pkl" || n.ends_with(b"/data.pkl"))
+        .collect();
+    let pkl_name = match pkl_names.as_slice() {
+        [one] => one.to_vec(),
+        [] => return Err(err(0, "archive has no data.pkl".into())),
+        _ => return Err(err(0, "archive has more than one data.pkl".into())),
+    };
+    let prefix = pkl_name[..pkl_name.len() - b"data.pkl".len()].to_vec();
+    let named = |suffix: &str| [&prefix[..], suffix.as_bytes()].concat();
+    let entry = |name: &[u8]| -> Result<Option<Entry>> {
+        let mut found = entries.iter().filter(|e| e.name == name);
+        let (Some(e), None) = (found.next(), found.next()) else {
+            return match entries.iter().any(|e| e.name == name) {
+                true => Err(err(
+                    0,
+                    format!("zip entry {} appears twice", String::from_utf8_lossy(name)),
+                )),
+                false => Ok(None),
+            };
+        };
+        Ok(Some(Entry {
+            start: e.data.start,
+            len: e.data.len(),
+            crc: e.crc32,
+        }))
+    };
+    let checked = |e: Entry, what: &str| -> Result<&[u8]> {
+        let data = &bytes[e.start..e.start + e.len];
+        if crc32fast::hash(data) != e.crc {
+            return Err(err(e.start, format!("{what}: CRC-32 mismatch")));
+        }
+        Ok(data)
+    };
+    let pkl = entry(&pkl_name)?.expect("listed above");
+    let pkl_start = pkl.start;
+    let pkl = checked(pkl, "data.pkl")?;
+    if let Some(e) = entry(&named("byteorder"))? {
+        let at = e.start;
+        if checked(e, "byteorder")? != b"little" {
+            return Err(err(at, "byteorder is not \"little\"".into()));
+        }
+    }
+    let version = match entry(&named(".data/version"))? {
+        Some(e) => Some(e),
+        None => entry(&named("version"))?,
+    };
+    let Some(version) = version else {
+        return Err(err(0, "archive has no version record".into()));
+    };
+    let at = version.start;
+    let v = checked(version, "version")?;
+    let digits = v.strip_suffix(b"\n").unwrap_or(v);
+    if digits.is_empty() || digits.len() > 3 || !digits.iter().all(u8::is_ascii_digit) {
+        return Err(err(at, "version record is not a number".into()));
+    }
+    let meta = parse_tensor_pickle(pkl).map_err(|e| {
+        err(
+            pkl_start + e.offset,
+            format!("data.pkl byte {}: {}", e.offset, e.msg),
+        )
+    })?;
+    let Some(storage) = entry(&named(&format!("data/{}", meta.storage_key)))? else {
+        return Err(err(
+            pkl_start,
+            format!("archive has no storage entry data/{}", meta.storage_key),
+        ));
+    };
+    if storage.len as u64 != meta.storage_nbytes {
+        return Err(err(
+            storage.start,
+            format!(
+                "storage data/{} has {} bytes, the pickle says {}",
+                meta.storage_key, storage.len, meta.storage_nbytes
+            ),
+        ));
+    }
+    let shape = check_view(&meta).map_err(|m| err(pkl_start, m))?;
+    Ok(Parsed {
+        meta,
+        shape,
+        storage_start: storage.start,
+    })
+}
+
+/// Checks that the view lies inside its storage; returns the shape.
+fn check_view(m: &TensorMeta) -> std::result::Result<Vec<usize>, String> {
+    let shape = m
+        .size
+        .iter()
+        .map(|&d| usize::try_from(d).map_err(|_| format!("dimension {d} too large")))
+        .collect::<std::result::Result<Vec<_>, _>>()?;
+    let item = m.dtype.size() as u128;
+    let n = m
+        .size
+        .iter()
+        .try_fold(1u128, |a, &d| a.checked_mul(d as u128));
+    let n = n.ok_or_else(|| format!("size {:?} overflows", m.size))?;
+    if n * item > usize::MAX as u128 / 2 {
+        return Err(format!("size {:?} is too large", m.size));
+    }
+    if n == 0 {
+        return Ok(shape);
+    }
+    let last = m
+        .size
+        .iter()
+        .zip(&m.stride)
+        .map(|(&d, &s)| (d as u128 - 1) * s as u128)
+        .sum::<u128>()
+        + m.storage_offset as u128;
+    let storage_elems = m.storage_nbytes as u128 / item;
+    if last >= storage_elems {
+        return Err(format!(
+            "view (offset {}, size {:?}, stride {:?}) reaches element {last} of a {storage_elems}-element storage",
+            m.storage_offset, m.size, m.stride
+        ));
+    }
+    Ok(shape)
+}
+
+/// The archive name torch gives a file: its base name without the last extension.
+pub fn archive_name(path: &Path) -> String {
+    let base = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    match base.rfind('.') {
+        Some(i) => base[..i].to_owned(),
+        None => base,
+    }
+}
+
+/// A fresh 40-digit serialization id (two zero-padded 64-bit random numbers, as torch makes it).
+pub fn new_serialization_id() -> String {
+    use std::hash::{BuildHasher, Hasher};
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let mut parts = [0u64; 2];
+    for p in &mut parts {
+        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+        h.write_u64(COUNTER.fetch_add(1, Ordering::Relaxed));
+        if let Ok(t) = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH) {
+            h.write_u128(t.as_nanos());
+        }
+        h.write_u32(std::process::id());
+        *p = h.finish();
+    }
+    format!("{:020}{:020}", parts[0], parts[1])
+}
+
+/// Contiguous strides as torch computes them (size-0 dims count as 1).
+pub fn contiguous_strides(shape: &[usize]) -> Vec<u64> {
+    let mut strides = vec![0u64; shape.len()];
+    let mut acc = 1u64;
+    for (s, &d) in strides.iter_mut().zip(shape).rev() {
+        *s = acc;
+        acc = acc.saturating_mul(d.max(1) as u64);
+    }
+    strides
+}
+
+const ALIGN: u64 = 64;
+const LOCAL_HEADER: u64 = 30;
+const DESCRIPTOR: u64 = 16;
+
+/// Writes `t` as `torch.save(t, f)` would into an archive named `archive` (the file's base name
+/// without extension), with the given device `location` and 40-digit `serialization_id`.
+pub fn write_to(
+    w: &mut impl Write,
+    archive: &str,
+    t: TensorRef<'_>,
+    location: &str,
+    serialization_id: &str,
+) -> std::io::Result<()> {
+    let invalid = |m: String| std::io::Error::new(std::io::ErrorKind::InvalidInput, m);
+    t.check().map_err(invalid)?;
+    let meta = TensorMeta {
+        dtype: t.dtype,
+        storage_key: "0".into(),
+        location: location.into(),
+        storage_nbytes: t.bytes.len() as u64,
+        storage_offset: 0,
+        size: t.shape.iter().map(|&d| d as u64).collect(),
+        stride: contiguous_strides(t.shape),
+        requires_grad: false,
+    };
+    let pkl = write_tensor_pickle(&meta);
+    let entries: [(&str, &[u8]); 7] = [
+        ("data.pkl", &pkl),
+        (".format_version", b"1"),
+        (".storage_alignment", b"64"),
+        ("byteorder", b"little"),
+        ("data/0", t.bytes),
+        ("version", b"3\n"),
+        (".data/serialization_id", serialization_id.as_bytes()),
+    ];
+    // Lay out first so that an archive needing ZIP64 entries is refused before writing.
+    let mut cursor = 0u64;
+    let mut layout = Vec::with_capacity(entries.len());
+    for (name, data) in &entries {
+        let full = format!("{archive}/{name}");
+        let start = cursor + LOCAL_HEADER + full.len() as u64 + 4;
+        let pad = (ALIGN - start % ALIGN) % ALIGN;
+        if cursor >= u32::MAX as u64 || data.len() as u64 >= u32::MAX as u64 {
+            return Err(invalid(
+                "archives with entries or offsets at or above 4 GiB are not supported".into(),
+            ));
+        }
+        layout.push((full, cursor, pad));
+        // miniz writes no data descriptor (and clears flag bit 3) for an empty entry.
+        let descriptor = if data.is_empty() { 0 } else { DESCRIPTOR };
+        cursor = start + pad + data.len() as u64 + descriptor;
+    }
+    let mut central = Vec::new();
+    for ((_, data), (full, offset, pad)) in entries.iter().zip(&layout) {
+        let crc = crc32fast::hash(data);
+        let size = data.len() as u32;
+        let flags: u8 = if data.is_empty() { 0x00 } else { 0x08 };
+        let mut h = Vec::with_capacity(LOCAL_HEADER as usize + full.len() + 4 + *pad as usize);
+        h.extend_from_slice(b"PK\x03\x04");
+        h.extend_from_slice(&[0, 0, flags, 0x08, 0, 0, 0, 0, 0, 0]); // version, flags, method, time, date
+        h.extend_from_slice(&[0; 12]); // crc and sizes follow in the data descriptor
+        h.extend_from_slice(&(full.len() as u16).to_le_bytes());
+        h.extend_from_slice(&(*pad as u16 + 4).to_le_bytes());
+        h.extend_from_slice(full.as_bytes());
+        h.extend_from_slice(b"FB");
+        h.extend_from_slice(&(*pad as u16).to_le_bytes());
+        h.extend(std::iter::repeat_n(b'Z', *pad as usize));
+        w.write_all(&h)?;
+        w.write_all(data)?;
+        if !data.is_empty() {
+            let mut d = Vec::with_capacity(16);
+            d.extend_from_slice(b"PK\x07\x08");
+            d.extend_from_slice(&crc.to_le_bytes());
+            d.extend_from_slice(&size.to_le_bytes());
+            d.extend_from_slice(&size.to_le_bytes());
+            w.write_all(&d)?;
+        }
+
+        central.extend_from_slice(b"PK\x01\x02");
+        central.extend_from_slice(&[0, 0, 0, 0, flags, 0x08, 0, 0, 0, 0, 0, 0]); // made by, needed, flags, method, time, date
+        central.extend_from_slice(&crc.to_le_bytes());
+        central.extend_from_slice(&size.to_le_bytes());
+        central.extend_from_slice(&size.to_le_bytes());
+        central.extend_from_slice(&(full.len() as u16).to_le_bytes());
+        central.extend_from_slice(&[0; 12]); // extra, comment, disk, internal attr, external attr
+        central.extend_from_slice(&(*offset as u32).to_le_bytes());
+        central.extend_from_slice(full.as_bytes());
+    }
+    let cd_offset = cursor;
+    let cd_size = central.len() as u64;
+    let n = entries.len() as u64;
+    let eocd64_offset = cd_offset + cd_size;
+    if eocd64_offset >= u32::MAX as u64 {
+        return Err(invalid("archives above 4 GiB are not supported".into()));
+    }
+    let mut end = central;
+    end.extend_from_slice(b"PK\x06\x06");
+    end.extend_from_slice(&44u64.to_le_bytes());
+    end.extend_from_slice(&[0x1e, 0x03, 0x2d, 0x00]); // made by 3.30 (unix), needed 4.5
+    end.extend_from_slice(&[0; 8]); // disk numbers
+    end.extend_from_slice(&n.to_le_bytes());
+    end.extend_from_slice(&n.to_le_bytes());
+    end.extend_from_slice(&cd_size.to_le_bytes());
+    end.extend_from_slice(&cd_offset.to_le_bytes());
+    end.extend_from_slice(b"PK\x06\x07");
+    end.extend_from_slice(&0u32.to_le_bytes());
+    end.extend_from_slice(&eocd64_offset.to_le_bytes());
+    end.extend_from_slice(&1u32.to_le_bytes());
+    end.extend_from_slice(b"PK\x05\x06");
+    end.extend_from_slice(&[0; 4]);
+    end.extend_from_slice(&(n as u16).to_le_bytes());
+    end.extend_from_slice(&(n as u16).to_le_bytes());
+    end.extend_from_slice(&(cd_size as u32).to_le_bytes());
+    end.extend_from_slice(&(cd_offset as u32).to_le_bytes());
+    end.extend_from_slice(&[0, 0]);
+    w.write_all(&end)
+}
+
+/// Writes a tensor to `path` as `torch.save` would (archive named after the file, fresh
+/// serialization id). `location` is the device string recorded for the storage (`cpu`,
+/// `cuda:0`, `npu:0`); it does not change the bytes of the data.
+pub fn write(
+    path: &Path,
+    dtype: DType,
+    shape: &[usize],
+    bytes: &[u8],
+    location: &str,
+) -> Result<()> {
+    let t = TensorRef::new(dtype, shape, bytes);
+    t.check().map_err(|m| Error::tensor(path, 0, m))?;
+    let f = File::create(path).map_err(|e| Error::io(path, e))?;
+    let mut w = BufWriter::with_capacity(1 << 20, f);
+    write_to(
+        &mut w,
+        &archive_name(path),
+        t,
+        location,
+        &new_serialization_id(),
+    )
+    .map_err(|e| Error::io(path, e))?;
+    w.flush().map_err(|e| Error::io(path, e))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn strides_and_contiguity() {
+        assert_eq!(contiguous_strides(&[2, 3]), vec![3, 1]);
+        assert_eq!(contiguous_strides(&[2, 0, 3]), vec![3, 3, 1]);
+        assert_eq!(contiguous_strides(&[]), Vec::<u64>::new());
+        assert!(is_contiguous(&[2, 3], &[3, 1]));
+        assert!(is_contiguous(&[1, 3], &[99, 1]));
+        assert!(!is_contiguous(&[2, 3], &[1, 2]));
+        assert!(!is_contiguous(&[2, 2], &[6, 2]));
+    }
+
+    #[test]
+    fn gather_strided_views() {
+        // storage 0..24 as (4, 6); view [1:3, ::2] → offset 6, size (2, 3), stride (6, 2).
+        let storage: Vec<u8> = (0..24).collect();
+        let got = gather(&storage, 1, 6, &[2, 3], &[6, 2], 6);
+        assert_eq!(got, vec![6, 8, 10, 12, 14, 16]);
+        // transpose of (2, 3): size (3, 2), stride (1, 3).
+        let got = gather(&storage, 1, 0, &[3, 2], &[1, 3], 6);
+        assert_eq!(got, vec![0, 3, 1, 4, 2, 5]);
+        // 0-dim at offset 5.
+        assert_eq!(gather(&storage, 1, 5, &[], &[], 1), vec![5]);
+        // two-byte elements, inner run copy.
+        let got = gather(&storage, 2, 1, &[2, 2], &[4, 1], 8);
+        assert_eq!(got, vec![2, 3, 4, 5, 10, 11, 12, 13]);
+    }
+
+    proptest::proptest! {
+        /// gather agrees with a naive per-element walk for any in-bounds view.
+        #[test]
+        fn gather_matches_naive(
+            dims in proptest::collection::vec((1u64..5, 0u64..7), 0..4),
+            offset in 0u64..5,
+            item in proptest::sample::select(vec![1usize, 2, 4, 8, 16]),
+        ) {
+            let size: Vec<u64> = dims.iter().map(|d| d.0).collect();
+            let stride: Vec<u64> = dims.iter().map(|d| d.1).collect();
+            let last = offset + size.iter().zip(&stride).map(|(n, s)| (n - 1) * s).sum::<u64>();
+            let storage: Vec<u8> = (0..(last as usize + 1) * item).map(|i| (i * 7 % 251) as u8).collect();
+            let n: usize = size.iter().product::<u64>() as usize;
+            let mut want = Vec::new();
+            for flat in 0..n {
+                let (mut rem, mut elem) = (flat as u64, offset);
+                for d in (0..size.len()).rev() {
+                    elem += (rem % size[d]) * stride[d];
+                    rem /= size[d];
+                }
+                want.extend_from_slice(&storage[elem as usize * item..(elem as usize + 1) * item]);
+            }
+            proptest::prop_assert_eq!(gather(&storage, item, offset, &size, &stride, n * item), want);
+        }
+    }
+
+    #[test]
+    fn archive_names() {
+        assert_eq!(
+            archive_name(Path::new("/a/Torch.abs.0.forward.input.0.pt")),
+            "Torch.abs.0.forward.input.0"
+        );
+        assert_eq!(archive_name(Path::new("x")), "x");
+        assert_eq!(new_serialization_id().len(), 40);
+        assert_ne!(new_serialization_id(), new_serialization_id());
+    }
+}

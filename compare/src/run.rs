@@ -1,0 +1,507 @@
+//! Entry points: compare two parsed dumps, or two dump directories/files into an output dir.
+
+use std::path::{Path, PathBuf};
+
+use dumpfmt::json::Value;
+
+use crate::cell::Cell;
+use crate::divergence::{Summary, summarize};
+use crate::error::{Error, Result};
+use crate::matching::{MatchOptions, match_rows};
+use crate::model::{Dump, Mode};
+use crate::stats_diff::PandasCompat;
+use crate::table::{
+    LoadedTensor, Progress, RowCache, Table, TableOptions, TensorSource, build, to_csv,
+};
+use crate::tensor::ElemDtype;
+use crate::tensor::TensorResult;
+
+/// Options of `numprobe compare`.
+#[derive(Clone, Debug, Default)]
+pub struct CompareOptions {
+    /// Target dump (msprobe `-tp`): a dump.json, a rank dir, a step dir or a dump root.
+    pub target: PathBuf,
+    /// Golden dump (msprobe `-gp`).
+    pub golden: PathBuf,
+    pub out_dir: PathBuf,
+    /// msprobe `-fm`.
+    pub fuzzy_match: bool,
+    /// msprobe `-dm`: YAML file mapping target row names to golden row names.
+    pub data_mapping: Option<PathBuf>,
+    /// msprobe `-cm` (MindSpore target, PyTorch golden): `Some(None)` renames `Cell` to
+    /// `Module`; `Some(Some(file))` also maps cell paths with a flat YAML map.
+    pub cell_mapping: Option<Option<PathBuf>>,
+    /// msprobe `-am` (MindSpore target, PyTorch golden): a flat YAML table of API names
+    /// (`Functional.matmul: Torch.matmul`), e.g. msprobe's `ms_to_pt_api.yaml`.
+    pub api_mapping: Option<PathBuf>,
+    pub step: Option<u64>,
+    pub rank: Option<u64>,
+    /// `YYYYMMDDHHMMSS` for the file name; now (UTC) when `None`.
+    pub timestamp: Option<String>,
+    /// Relative tolerance for the first-divergence analysis (0 = exact).
+    pub tolerance: f64,
+    /// The pandas generation whose statistics-diff numerics to reproduce.
+    pub pandas: PandasCompat,
+    /// Reuse the tensor rows an interrupted run of the same comparison left in
+    /// `out_dir/compare_progress.tsv` (tensor mode; the journal is always written).
+    pub resume: bool,
+}
+
+/// What a run produced.
+#[derive(Clone, Debug)]
+pub struct CompareOutcome {
+    pub csv_path: PathBuf,
+    pub summary_path: PathBuf,
+    /// The summary.md text (also for the terminal).
+    pub summary_text: String,
+    pub summary: Summary,
+    pub mode: Mode,
+}
+
+/// A comparison of two parsed dumps, in memory.
+pub struct Compared {
+    pub mode: Mode,
+    pub npu: Dump,
+    pub bench: Dump,
+    pub table: Table,
+}
+
+/// Compares two parsed dump.json values. `stack` is the target's stack.json, if any.
+pub fn compare_dumps(
+    npu_json: &Value,
+    bench_json: &Value,
+    stack: Option<&Value>,
+    opts: &MatchOptions,
+    topts: &TableOptions,
+    progress: &dyn Progress,
+) -> Result<Compared> {
+    let npu = Dump::from_json(npu_json, stack)?;
+    let bench = Dump::from_json(bench_json, None)?;
+    let mode = npu.mode(npu_json)?;
+    let bench_mode = bench.mode(bench_json)?;
+    if mode != bench_mode {
+        return Err(Error::Format(format!(
+            "the two dumps differ in kind ({mode:?} vs {bench_mode:?}): both must be tensor, statistics or md5 dumps"
+        )));
+    }
+    let pairs = match_rows(&npu, &bench, mode, opts);
+    let table = build(mode, &npu, &bench, &pairs, stack.is_some(), topts, progress);
+    Ok(Compared {
+        mode,
+        npu,
+        bench,
+        table,
+    })
+}
+
+/// Finds dump.json under a path: the file itself, a rank dir, a step dir or a dump root.
+pub fn locate_dump_json(path: &Path, step: Option<u64>, rank: Option<u64>) -> Result<PathBuf> {
+    if path.is_file() {
+        return Ok(path.to_path_buf());
+    }
+    if !path.is_dir() {
+        return Err(Error::Usage(format!(
+            "{}: no such file or directory",
+            path.display()
+        )));
+    }
+    if path.join("dump.json").is_file() {
+        return Ok(path.join("dump.json"));
+    }
+    let subdirs = |p: &Path, prefixes: &[&str]| -> Result<Vec<(Option<u64>, PathBuf)>> {
+        let mut v = Vec::new();
+        for e in std::fs::read_dir(p).map_err(|e| Error::io(p, e))? {
+            let e = e.map_err(|e| Error::io(p, e))?;
+            let name = e.file_name().to_string_lossy().into_owned();
+            if !e.path().is_dir() {
+                continue;
+            }
+            if let Some(pre) = prefixes.iter().find(|pre| name.starts_with(**pre)) {
+                v.push((name[pre.len()..].parse::<u64>().ok(), e.path()));
+            }
+        }
+        v.sort();
+        Ok(v)
+    };
+    let pick = |list: Vec<(Option<u64>, PathBuf)>,
+                want: Option<u64>,
+                what: &str,
+                at: &Path|
+     -> Result<PathBuf> {
+        match want {
+            Some(n) => list
+                .into_iter()
+                .find(|(k, _)| *k == Some(n))
+                .map(|(_, p)| p)
+                .ok_or_else(|| Error::Usage(format!("{}: no {what} {n}", at.display()))),
+            None => match list.len() {
+                0 => Err(Error::Usage(format!(
+                    "{}: no dump.json and no {what} directories",
+                    at.display()
+                ))),
+                1 => Ok(list.into_iter().next().unwrap().1),
+                _ => Err(Error::Usage(format!(
+                    "{}: several {what} directories ({}); choose one with --{what}",
+                    at.display(),
+                    list.iter()
+                        .map(|(_, p)| p
+                            .file_name()
+                            .unwrap_or_default()
+                            .to_string_lossy()
+                            .into_owned())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ))),
+            },
+        }
+    };
+    let steps = subdirs(path, &["step"])?;
+    let step_dir = if steps.is_empty() {
+        path.to_path_buf()
+    } else {
+        pick(steps, step, "step", path)?
+    };
+    if step_dir.join("dump.json").is_file() {
+        return Ok(step_dir.join("dump.json"));
+    }
+    let ranks = subdirs(&step_dir, &["rank", "proc"])?;
+    let rank_dir = pick(ranks, rank, "rank", &step_dir)?;
+    let f = rank_dir.join("dump.json");
+    if f.is_file() {
+        Ok(f)
+    } else {
+        Err(Error::Usage(format!(
+            "{}: no dump.json",
+            rank_dir.display()
+        )))
+    }
+}
+
+/// Reads a flat YAML map (`-dm`, `-cm`, `-am` tables): `target_name: golden_name` lines.
+pub fn read_data_mapping(path: &Path) -> Result<Vec<(String, String)>> {
+    let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
+    let unquote = |s: &str| s.trim().trim_matches(|c| c == '"' || c == '\'').to_string();
+    let mut out = Vec::new();
+    for (n, line) in text.lines().enumerate() {
+        let l = line.split(" #").next().unwrap_or("").trim_end();
+        if l.trim().is_empty() || l.trim_start().starts_with('#') || l.trim() == "---" {
+            continue;
+        }
+        let Some((k, v)) = l
+            .split_once(": ")
+            .or_else(|| l.strip_suffix(':').map(|k| (k, "")))
+        else {
+            return Err(Error::Format(format!(
+                "{}:{}: expected `target_name: golden_name`",
+                path.display(),
+                n + 1
+            )));
+        };
+        out.push((unquote(k), unquote(v)));
+    }
+    Ok(out)
+}
+
+fn read_json(path: &Path) -> Result<Value> {
+    Ok(dumpfmt::json::parse_file(path)?)
+}
+
+/// `YYYYMMDDHHMMSS` of now, UTC.
+pub fn timestamp_now() -> String {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    let (days, rem) = ((secs / 86400) as i64, secs % 86400);
+    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
+    let z = days + 719468;
+    let era = z.div_euclid(146097);
+    let doe = z - era * 146097;
+    let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + (m <= 2) as i64;
+    format!(
+        "{y:04}{m:02}{d:02}{:02}{:02}{:02}",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
+/// Runs a comparison from paths and writes `compare_result_{timestamp}.csv` and `summary.md`.
+/// `progress` hears about the tensor-mode rows (drive a progress bar with it; `&()` ignores).
+pub fn run(opts: &CompareOptions, progress: &dyn Progress) -> Result<CompareOutcome> {
+    let npu_path = locate_dump_json(&opts.target, opts.step, opts.rank)?;
+    let bench_path = locate_dump_json(&opts.golden, opts.step, opts.rank)?;
+    let npu_json = read_json(&npu_path)?;
+    let bench_json = read_json(&bench_path)?;
+    let stack_path = npu_path.with_file_name("stack.json");
+    let stack = if stack_path.is_file() {
+        Some(read_json(&stack_path)?)
+    } else {
+        None
+    };
+    let mopts = MatchOptions {
+        fuzzy: opts.fuzzy_match,
+        data_mapping: opts
+            .data_mapping
+            .as_deref()
+            .map(read_data_mapping)
+            .transpose()?,
+        cell_mapping: match &opts.cell_mapping {
+            None => None,
+            Some(None) => Some(Vec::new()),
+            Some(Some(p)) => Some(read_data_mapping(p)?),
+        },
+        api_mapping: opts
+            .api_mapping
+            .as_deref()
+            .map(read_data_mapping)
+            .transpose()?,
+    };
+    std::fs::create_dir_all(&opts.out_dir).map_err(|e| Error::io(&opts.out_dir, e))?;
+    let journal = Journal::open(
+        &opts.out_dir.join("compare_progress.tsv"),
+        &format!("{}\t{}", npu_path.display(), bench_path.display()),
+        opts.resume,
+    )?;
+    let data_dir = |p: &Path| p.with_file_name("dump_tensor_data");
+    let source = DumpDirSource {
+        npu_dir: data_dir(&npu_path),
+        bench_dir: data_dir(&bench_path),
+    };
+    let cmp = compare_dumps(
+        &npu_json,
+        &bench_json,
+        stack.as_ref(),
+        &mopts,
+        &TableOptions {
+            source: Some(&source),
+            cache: Some(&journal),
+            pandas: opts.pandas,
+        },
+        progress,
+    )?;
+
+    std::fs::create_dir_all(&opts.out_dir).map_err(|e| Error::io(&opts.out_dir, e))?;
+    let ts = opts.timestamp.clone().unwrap_or_else(timestamp_now);
+    let csv_path = opts.out_dir.join(format!("compare_result_{ts}.csv"));
+    std::fs::write(&csv_path, to_csv(&cmp.table)).map_err(|e| Error::io(&csv_path, e))?;
+    let summary = summarize(&cmp.table, &cmp.npu, opts.tolerance);
+    let csv_name = csv_path
+        .file_name()
+        .unwrap_or_default()
+        .to_string_lossy()
+        .into_owned();
+    let summary_text = summary.to_markdown(
+        &npu_path.display().to_string(),
+        &bench_path.display().to_string(),
+        &csv_name,
+    );
+    let summary_path = opts.out_dir.join("summary.md");
+    std::fs::write(&summary_path, &summary_text).map_err(|e| Error::io(&summary_path, e))?;
+    Ok(CompareOutcome {
+        csv_path,
+        summary_path,
+        summary_text,
+        summary,
+        mode: cmp.mode,
+    })
+}
+
+/// Reads tensor files from the two dumps' `dump_tensor_data/` directories with dumpfmt.
+pub struct DumpDirSource {
+    pub npu_dir: PathBuf,
+    pub bench_dir: PathBuf,
+}
+
+struct TensorBytes(dumpfmt::tensor::Tensor);
+
+impl AsRef<[u8]> for TensorBytes {
+    fn as_ref(&self) -> &[u8] {
+        self.0.bytes()
+    }
+}
+
+/// The element types the metrics read; others (complex, fp8, wide unsigned) are reported unreadable.
+pub fn elem_dtype(d: dumpfmt::DType) -> Option<ElemDtype> {
+    use dumpfmt::DType as D;
+    Some(match d {
+        D::Bool => ElemDtype::Bool,
+        D::U8 => ElemDtype::U8,
+        D::I8 => ElemDtype::I8,
+        D::I16 => ElemDtype::I16,
+        D::I32 => ElemDtype::I32,
+        D::I64 => ElemDtype::I64,
+        D::F16 => ElemDtype::F16,
+        D::BF16 => ElemDtype::BF16,
+        D::F32 => ElemDtype::F32,
+        D::F64 => ElemDtype::F64,
+        _ => return None,
+    })
+}
+
+impl TensorSource for DumpDirSource {
+    fn load(&self, npu: bool, data_name: &str) -> std::result::Result<LoadedTensor, String> {
+        let dir = if npu { &self.npu_dir } else { &self.bench_dir };
+        let path = dir.join(data_name);
+        let t = dumpfmt::tensor::read_tensor(&path).map_err(|e| e.to_string())?;
+        let dtype = elem_dtype(t.dtype())
+            .ok_or_else(|| format!("{}: dtype {:?} is not compared", path.display(), t.dtype()))?;
+        let shape = t.shape().to_vec();
+        let mapped = t.is_mapped();
+        Ok(LoadedTensor {
+            dtype,
+            shape,
+            bytes: Box::new(TensorBytes(t)),
+            mapped,
+        })
+    }
+}
+
+/// Append-only journal of finished tensor rows (`compare_progress.tsv` in the output dir):
+/// a rerun with `resume` reuses them instead of reading those tensors again.
+pub struct Journal {
+    done: std::collections::HashMap<(String, String), TensorResult>,
+    file: std::sync::Mutex<std::io::BufWriter<std::fs::File>>,
+}
+
+fn esc(s: &str) -> String {
+    s.replace('\\', "\\\\")
+        .replace('\t', "\\t")
+        .replace('\n', "\\n")
+}
+
+fn unesc(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut it = s.chars();
+    while let Some(c) = it.next() {
+        if c == '\\' {
+            match it.next() {
+                Some('t') => out.push('\t'),
+                Some('n') => out.push('\n'),
+                Some(o) => out.push(o),
+                None => {}
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+fn cell_text(c: &Cell) -> String {
+    match c {
+        Cell::Float(f) => format!("f{}", crate::pyfmt::float_repr(*f)),
+        other => format!("s{}", esc(&other.py_str())),
+    }
+}
+
+fn parse_cell(t: &str) -> Option<Cell> {
+    let (kind, rest) = t.split_at_checked(1)?;
+    match kind {
+        "f" => rest.parse::<f64>().ok().map(Cell::Float),
+        "s" => Some(Cell::Str(unesc(rest))),
+        _ => None,
+    }
+}
+
+impl Journal {
+    const MAGIC: &'static str = "numprobe-compare-progress v1";
+
+    /// Opens the journal; with `resume`, loads the rows of a previous run of the same pair
+    /// (`identity`), otherwise starts afresh.
+    pub fn open(path: &Path, identity: &str, resume: bool) -> Result<Journal> {
+        let header = format!("{}\t{}", Self::MAGIC, esc(identity));
+        let mut done = std::collections::HashMap::new();
+        let mut keep = false;
+        if resume && let Ok(text) = std::fs::read_to_string(path) {
+            let mut lines = text.lines();
+            if lines.next() == Some(header.as_str()) {
+                keep = true;
+                for line in lines {
+                    // A torn last line (the run was killed mid-write) is skipped.
+                    let f: Vec<&str> = line.split('\t').collect();
+                    if f.len() != 10 {
+                        continue;
+                    }
+                    let cells: Option<Vec<Cell>> = f[2..8].iter().map(|t| parse_cell(t)).collect();
+                    let (Some(cells), Ok(flag)) = (cells, f[8].parse::<bool>()) else {
+                        continue;
+                    };
+                    let values: [Cell; 6] = match cells.try_into() {
+                        Ok(v) => v,
+                        Err(_) => continue,
+                    };
+                    done.insert(
+                        (unesc(f[0]), unesc(f[1])),
+                        TensorResult {
+                            values,
+                            err_msg: unesc(f[9]),
+                            error_flag: flag,
+                        },
+                    );
+                }
+            }
+        }
+        let file = if keep {
+            let torn = std::fs::read(path)
+                .map(|b| !b.ends_with(b"\n"))
+                .unwrap_or(false);
+            std::fs::OpenOptions::new()
+                .append(true)
+                .open(path)
+                .and_then(|mut f| {
+                    // End a torn last line so the next record starts on its own line.
+                    if torn {
+                        use std::io::Write;
+                        f.write_all(b"\n")?;
+                    }
+                    Ok(f)
+                })
+        } else {
+            std::fs::File::create(path)
+        }
+        .map_err(|e| Error::io(path, e))?;
+        let mut w = std::io::BufWriter::new(file);
+        if !keep {
+            use std::io::Write;
+            writeln!(w, "{header}").map_err(|e| Error::io(path, e))?;
+        }
+        Ok(Journal {
+            done,
+            file: std::sync::Mutex::new(w),
+        })
+    }
+
+    /// Rows loaded from a previous run.
+    pub fn resumed_rows(&self) -> usize {
+        self.done.len()
+    }
+}
+
+impl RowCache for Journal {
+    fn get(&self, n: &str, b: &str) -> Option<TensorResult> {
+        self.done.get(&(n.to_string(), b.to_string())).cloned()
+    }
+
+    fn put(&self, n: &str, b: &str, r: &TensorResult) {
+        use std::io::Write;
+        let cells: Vec<String> = r.values.iter().map(cell_text).collect();
+        let line = format!(
+            "{}\t{}\t{}\t{}\t{}\n",
+            esc(n),
+            esc(b),
+            cells.join("\t"),
+            r.error_flag,
+            esc(&r.err_msg)
+        );
+        if let Ok(mut f) = self.file.lock() {
+            // Best effort: a failed journal write only costs recomputation on resume.
+            let _ = f.write_all(line.as_bytes()).and_then(|_| f.flush());
+        }
+    }
+}

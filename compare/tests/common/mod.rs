@@ -1,0 +1,239 @@
+//! Helpers shared by the vector and fixture tests.
+#![allow(dead_code)]
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+
+use compare::cell::Cell;
+use compare::table::{LoadedTensor, TensorSource};
+use compare::tensor::ElemDtype;
+use serde_json::Value as J;
+
+pub fn shared() -> PathBuf {
+    if let Ok(p) = std::env::var("NUMPROBE_SHARED") {
+        return PathBuf::from(p);
+    }
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared")
+}
+
+pub fn vectors(name: &str) -> J {
+    let p = shared().join("vectors/accuracy").join(name);
+    serde_json::from_slice(&std::fs::read(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display())))
+        .unwrap()
+}
+
+/// A vector's typed scalar `{"v", "t"}` as a table cell.
+pub fn typed(v: &J) -> Cell {
+    let t = v["t"].as_str().unwrap_or("");
+    let x = &v["v"];
+    match t {
+        "str" => Cell::Str(x.as_str().unwrap().to_string()),
+        "bool" | "np.bool_" => Cell::Bool(x.as_bool().unwrap()),
+        "int" | "np.int64" => Cell::Int(x.as_i64().unwrap()),
+        "none" => Cell::None,
+        _ => Cell::Float(num(x)),
+    }
+}
+
+pub fn num(x: &J) -> f64 {
+    match x {
+        J::String(s) => match s.as_str() {
+            "nan" => f64::NAN,
+            "inf" => f64::INFINITY,
+            "-inf" => f64::NEG_INFINITY,
+            other => panic!("not a number: {other}"),
+        },
+        J::Bool(b) => *b as u8 as f64,
+        other => other.as_f64().unwrap(),
+    }
+}
+
+pub fn dtype_of(name: &str) -> ElemDtype {
+    match name {
+        "float16" | "<f2" => ElemDtype::F16,
+        "bfloat16" => ElemDtype::BF16,
+        "float32" | "<f4" => ElemDtype::F32,
+        "float64" | "<f8" => ElemDtype::F64,
+        "int64" | "<i8" => ElemDtype::I64,
+        "int32" | "<i4" => ElemDtype::I32,
+        "int8" | "|i1" => ElemDtype::I8,
+        "uint8" | "|u1" => ElemDtype::U8,
+        "bool" | "|b1" => ElemDtype::Bool,
+        other => panic!("dtype {other}"),
+    }
+}
+
+pub fn encode(dtype: ElemDtype, values: &[f64]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(values.len() * dtype.size());
+    for &v in values {
+        match dtype {
+            ElemDtype::F16 => out.extend(half::f16::from_f64(v).to_le_bytes()),
+            ElemDtype::BF16 => out.extend(half::bf16::from_f64(v).to_le_bytes()),
+            ElemDtype::F32 => out.extend((v as f32).to_le_bytes()),
+            ElemDtype::F64 => out.extend(v.to_le_bytes()),
+            ElemDtype::I64 => out.extend((v as i64).to_le_bytes()),
+            ElemDtype::I32 => out.extend((v as i32).to_le_bytes()),
+            ElemDtype::I16 => out.extend((v as i16).to_le_bytes()),
+            ElemDtype::I8 => out.push(v as i8 as u8),
+            ElemDtype::U8 | ElemDtype::Bool => out.push(v as u8),
+        }
+    }
+    out
+}
+
+/// Reads a small little-endian C-order .npy file (the vectors' arrays).
+pub fn read_npy(path: &std::path::Path) -> ArrayBytes {
+    let b = std::fs::read(path).unwrap();
+    assert_eq!(&b[..6], b"\x93NUMPY");
+    let (hlen, start) = if b[6] == 1 {
+        (u16::from_le_bytes([b[8], b[9]]) as usize, 10)
+    } else {
+        (u32::from_le_bytes([b[8], b[9], b[10], b[11]]) as usize, 12)
+    };
+    let header = std::str::from_utf8(&b[start..start + hlen]).unwrap();
+    let descr = header
+        .split("'descr': '")
+        .nth(1)
+        .unwrap()
+        .split('\'')
+        .next()
+        .unwrap();
+    let shape_txt = header
+        .split("'shape': (")
+        .nth(1)
+        .unwrap()
+        .split(')')
+        .next()
+        .unwrap();
+    let shape: Vec<usize> = shape_txt
+        .split(',')
+        .filter(|s| !s.trim().is_empty())
+        .map(|s| s.trim().parse().unwrap())
+        .collect();
+    (dtype_of(descr), shape, b[start + hlen..].to_vec())
+}
+
+/// An array of the vectors (`data` inline or `npy`) as (dtype, shape, bytes).
+pub fn array(a: &J) -> ArrayBytes {
+    let shape: Vec<usize> = a["shape"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x.as_u64().unwrap() as usize)
+        .collect();
+    let dtype = dtype_of(a["dtype"].as_str().unwrap());
+    if let Some(p) = a.get("npy").and_then(J::as_str) {
+        let (d, s, bytes) = read_npy(&shared().join("vectors/accuracy").join(p));
+        if a.get("npy_storage").and_then(J::as_str) == Some("uint16_bits") {
+            return (ElemDtype::BF16, s, bytes);
+        }
+        assert_eq!(d, dtype);
+        return (d, s, bytes);
+    }
+    let vals: Vec<f64> = a["data"].as_array().unwrap().iter().map(num).collect();
+    (dtype, shape, encode(dtype, &vals))
+}
+
+/// Tensors of an e2e case, by side and file name.
+/// (dtype, shape, bytes) of one tensor file.
+pub type ArrayBytes = (ElemDtype, Vec<usize>, Vec<u8>);
+
+pub struct MapSource(pub HashMap<(bool, String), ArrayBytes>);
+
+impl TensorSource for MapSource {
+    fn load(&self, npu: bool, name: &str) -> Result<LoadedTensor, String> {
+        let (d, s, b) = self
+            .0
+            .get(&(npu, name.to_string()))
+            .ok_or_else(|| format!("{name} missing"))?;
+        Ok(LoadedTensor {
+            dtype: *d,
+            shape: s.clone(),
+            bytes: Box::new(b.clone()),
+            mapped: false,
+        })
+    }
+}
+
+/// Parses CSV text (RFC 4180 quoting) into rows of fields.
+pub fn parse_csv(text: &str) -> Vec<Vec<String>> {
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    let mut rows = Vec::new();
+    let mut row = Vec::new();
+    let mut field = String::new();
+    let mut chars = text.chars().peekable();
+    let mut quoted = false;
+    while let Some(c) = chars.next() {
+        if quoted {
+            if c == '"' {
+                if chars.peek() == Some(&'"') {
+                    field.push('"');
+                    chars.next();
+                } else {
+                    quoted = false;
+                }
+            } else {
+                field.push(c);
+            }
+        } else {
+            match c {
+                '"' => quoted = true,
+                ',' => row.push(std::mem::take(&mut field)),
+                '\n' => {
+                    row.push(std::mem::take(&mut field));
+                    rows.push(std::mem::take(&mut row));
+                }
+                '\r' => {}
+                c => field.push(c),
+            }
+        }
+    }
+    if !field.is_empty() || !row.is_empty() {
+        row.push(field);
+        rows.push(row);
+    }
+    rows
+}
+
+fn as_num(s: &str) -> Option<f64> {
+    let t = s.trim().trim_end_matches('%');
+    if t.is_empty()
+        || t.chars()
+            .any(|c| c.is_ascii_alphabetic() && c != 'e' && c != 'E')
+    {
+        return None;
+    }
+    t.parse().ok()
+}
+
+/// Compares two CSV tables cell by cell: texts exactly, numbers within relative `tol` or
+/// absolute `abs_tol` (cosine and Euclidean distance come from BLAS dot products).
+pub fn assert_csv_eq(got: &str, want: &str, tol: f64, abs_tol: f64, ctx: &str) {
+    let (g, w) = (parse_csv(got), parse_csv(want));
+    assert_eq!(
+        g.len(),
+        w.len(),
+        "{ctx}: row count\n--- got\n{got}\n--- want\n{want}"
+    );
+    assert_eq!(g[0], w[0], "{ctx}: header");
+    for (r, (gr, wr)) in g.iter().zip(&w).enumerate() {
+        assert_eq!(gr.len(), wr.len(), "{ctx}: row {r} width");
+        for (c, (gc, wc)) in gr.iter().zip(wr).enumerate() {
+            if gc == wc {
+                continue;
+            }
+            let ok = match (as_num(gc), as_num(wc)) {
+                (Some(a), Some(b)) => {
+                    gc.ends_with('%') == wc.ends_with('%')
+                        && ((a - b).abs() <= tol * b.abs() || (a - b).abs() <= abs_tol)
+                }
+                _ => false,
+            };
+            assert!(
+                ok,
+                "{ctx}: row {r} ({}) column {:?}: got {gc:?}, want {wc:?}",
+                wr[0], w[0][c]
+            );
+        }
+    }
+}

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Fuzzes each reader for a bounded time: `bash fuzz/run.sh [SECONDS_PER_TARGET]`.
+# cargo-fuzz wants nightly flags; RUSTC_BOOTSTRAP lets the one stable toolchain here accept them.
+set -euo pipefail
+cd "$(dirname "$0")"
+secs="${1:-30}"
+command -v cargo-fuzz >/dev/null || cargo install --locked cargo-fuzz@0.13.2
+export RUSTC_BOOTSTRAP=1
+export CARGO_TARGET_DIR="${NUMPROBE_FUZZ_TARGET:-/var/cache/numprobe/fuzz-target}"
+for t in dump_json npy pt; do
+  mkdir -p "corpus/$t"
+  # Seed from the real files in shared/ when it is there (CI and developers have it).
+  seeds=../../shared/fixtures
+  if [ -d "$seeds" ] && [ -z "$(ls -A "corpus/$t")" ]; then
+    case $t in
+      dump_json) find "$seeds" -name '*.json' -size -64k | head -200 ;;
+      npy) find "$seeds" -name '*.npy' -size -16k | head -100 ;;
+      pt) find "$seeds" -name '*.pt' -size -16k | head -100 ;;
+    esac | while read -r f; do cp "$f" "corpus/$t/$(echo "$f" | md5sum | cut -c1-16)"; done
+  fi
+  echo "fuzzing $t for ${secs}s"
+  cargo fuzz run "$t" "corpus/$t" -- -max_total_time="$secs" -rss_limit_mb=2048 -max_len=65536
+done
