@@ -13,10 +13,11 @@ for t in dump_json npy pt; do
   seeds=../../shared/fixtures
   if [ -d "$seeds" ] && [ -z "$(ls -A "corpus/$t")" ]; then
     case $t in
-      dump_json) find "$seeds" -name '*.json' -size -64k | head -200 ;;
-      npy) find "$seeds" -name '*.npy' -size -16k | head -100 ;;
-      pt) find "$seeds" -name '*.pt' -size -16k | head -100 ;;
-    esac | while read -r f; do cp "$f" "corpus/$t/$(echo "$f" | md5sum | cut -c1-16)"; done
+      dump_json) mapfile -t files < <(find "$seeds" -name '*.json' -size -64k) ;;
+      npy) mapfile -t files < <(find "$seeds" -name '*.npy' -size -16k) ;;
+      pt) mapfile -t files < <(find "$seeds" -name '*.pt' -size -16k) ;;
+    esac
+    for f in "${files[@]:0:200}"; do cp "$f" "corpus/$t/$(echo "$f" | md5sum | cut -c1-16)"; done
   fi
   echo "fuzzing $t for ${secs}s"
   cargo fuzz run "$t" "corpus/$t" -- -max_total_time="$secs" -rss_limit_mb=2048 -max_len=65536

@@ -25,7 +25,9 @@ pub enum DType {
     F8E5M2,
 }
 
-/// (dtype, torch name, MindSpore name, numpy descr, torch storage class)
+/// (dtype, torch name, MindSpore name, numpy descr, legacy torch storage class).
+/// torch pickles the unsigned 16/32/64-bit and float8 dtypes through `UntypedStorage` +
+/// `torch.<dtype>` rather than a typed storage class; their class names here are only labels.
 const TABLE: &[(DType, &str, &str, &str, &str)] = &[
     (DType::Bool, "torch.bool", "Bool", "|b1", "BoolStorage"),
     (DType::U8, "torch.uint8", "UInt8", "|u1", "ByteStorage"),
@@ -37,13 +39,55 @@ const TABLE: &[(DType, &str, &str, &str, &str)] = &[
     (DType::U32, "torch.uint32", "UInt32", "<u4", "UInt32Storage"),
     (DType::U64, "torch.uint64", "UInt64", "<u8", "UInt64Storage"),
     (DType::F16, "torch.float16", "Float16", "<f2", "HalfStorage"),
-    (DType::BF16, "torch.bfloat16", "BFloat16", "<V2", "BFloat16Storage"),
-    (DType::F32, "torch.float32", "Float32", "<f4", "FloatStorage"),
-    (DType::F64, "torch.float64", "Float64", "<f8", "DoubleStorage"),
-    (DType::C64, "torch.complex64", "Complex64", "<c8", "ComplexFloatStorage"),
-    (DType::C128, "torch.complex128", "Complex128", "<c16", "ComplexDoubleStorage"),
-    (DType::F8E4M3FN, "torch.float8_e4m3fn", "Float8E4M3FN", "|V1", "Float8_e4m3fnStorage"),
-    (DType::F8E5M2, "torch.float8_e5m2", "Float8E5M2", "|V1", "Float8_e5m2Storage"),
+    (
+        DType::BF16,
+        "torch.bfloat16",
+        "BFloat16",
+        "<V2",
+        "BFloat16Storage",
+    ),
+    (
+        DType::F32,
+        "torch.float32",
+        "Float32",
+        "<f4",
+        "FloatStorage",
+    ),
+    (
+        DType::F64,
+        "torch.float64",
+        "Float64",
+        "<f8",
+        "DoubleStorage",
+    ),
+    (
+        DType::C64,
+        "torch.complex64",
+        "Complex64",
+        "<c8",
+        "ComplexFloatStorage",
+    ),
+    (
+        DType::C128,
+        "torch.complex128",
+        "Complex128",
+        "<c16",
+        "ComplexDoubleStorage",
+    ),
+    (
+        DType::F8E4M3FN,
+        "torch.float8_e4m3fn",
+        "Float8E4M3FN",
+        "|V1",
+        "Float8_e4m3fnStorage",
+    ),
+    (
+        DType::F8E5M2,
+        "torch.float8_e5m2",
+        "Float8E5M2",
+        "|V1",
+        "Float8_e5m2Storage",
+    ),
 ];
 
 impl DType {
@@ -67,7 +111,15 @@ impl DType {
         DType::F8E5M2,
     ];
 
-    fn row(self) -> &'static (DType, &'static str, &'static str, &'static str, &'static str) {
+    fn row(
+        self,
+    ) -> &'static (
+        DType,
+        &'static str,
+        &'static str,
+        &'static str,
+        &'static str,
+    ) {
         TABLE
             .iter()
             .find(|r| r.0 == self)
@@ -171,7 +223,14 @@ impl DType {
     pub fn is_int(self) -> bool {
         matches!(
             self,
-            DType::U8 | DType::I8 | DType::I16 | DType::I32 | DType::I64 | DType::U16 | DType::U32 | DType::U64
+            DType::U8
+                | DType::I8
+                | DType::I16
+                | DType::I32
+                | DType::I64
+                | DType::U16
+                | DType::U32
+                | DType::U64
         )
     }
 }

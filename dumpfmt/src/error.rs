@@ -56,7 +56,11 @@ impl Error {
         }
     }
 
-    pub fn schema(file: impl Into<PathBuf>, path: impl Into<String>, msg: impl Into<String>) -> Self {
+    pub fn schema(
+        file: impl Into<PathBuf>,
+        path: impl Into<String>,
+        msg: impl Into<String>,
+    ) -> Self {
         Error::Schema {
             file: file.into(),
             path: path.into(),

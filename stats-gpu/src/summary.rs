@@ -81,7 +81,8 @@ pub struct Options {
 pub enum Device {
     Cpu,
     Gpu,
-    /// The GPU for large tensors of a dtype it supports when one is available, else the CPU.
+    /// The GPU for large tensors of a dtype it supports when a hardware GPU is available, else
+    /// the CPU.
     #[default]
     Auto,
 }
@@ -343,10 +344,14 @@ fn use_gpu(view: &TensorView, device: Device) -> Result<bool, StatsError> {
             Gpu::global()?;
             Gpu::supports(view.elem())
         }
+        // A software adapter (lavapipe) is slower than the CPU path it runs on, so `Auto`
+        // only takes real GPUs.
         Device::Auto => {
             view.bytes().len() >= AUTO_GPU_MIN_BYTES
                 && Gpu::supports(view.elem())
-                && Gpu::global().is_ok()
+                && Gpu::global().is_ok_and(|g| {
+                    g.adapter_info().device_type != crate::gpu::wgpu::DeviceType::Cpu
+                })
         }
     })
 }

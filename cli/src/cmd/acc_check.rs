@@ -77,7 +77,12 @@ fn elems(t: &Tensor) -> Result<Elems<'_>, String> {
         DType::U32 => Elems::U32(cast(b)),
         DType::I64 => Elems::I64(cast(b)),
         DType::U64 => Elems::U64(cast(b)),
-        other => return Err(format!("{} tensors are not supported by acc-check", other.torch_name())),
+        other => {
+            return Err(format!(
+                "{} tensors are not supported by acc-check",
+                other.torch_name()
+            ));
+        }
     })
 }
 
@@ -118,7 +123,10 @@ pub fn run(args: Args) -> CmdResult {
     let bare = ulp::bare_api_name(&args.api_name).unwrap_or_else(|| args.api_name.clone());
     let row = ulp::check_output(&bare, bench, device, CheckOptions::default());
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&row.to_json(&args.api_name))?);
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&row.to_json(&args.api_name))?
+        );
     } else {
         println!("{}", row.csv_line(&args.api_name));
     }

@@ -3,9 +3,9 @@
 //! divergence.
 
 use super::CmdResult;
+use compare::CompareOptions;
 use compare::stats_diff::PandasCompat;
 use compare::table::Progress;
-use compare::CompareOptions;
 use indicatif::{ProgressBar, ProgressStyle};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -90,8 +90,10 @@ pub fn run(args: Args) -> CmdResult {
         resume: args.resume,
     };
     let bar = ProgressBar::new(0).with_style(
-        ProgressStyle::with_template("{spinner} comparing tensors {bar:40} {pos}/{len} [{elapsed}<{eta}]")
-            .expect("static template"),
+        ProgressStyle::with_template(
+            "{spinner} comparing tensors {bar:40} {pos}/{len} [{elapsed}<{eta}]",
+        )
+        .expect("static template"),
     );
     let bar = Bar(bar);
     let outcome = compare::run(&opts, &bar)?;

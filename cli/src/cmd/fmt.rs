@@ -21,8 +21,9 @@ pub fn run(args: Args) -> CmdResult {
     let value = dumpfmt::json::parse_file(&args.file)?;
     let bytes = dumpfmt::json::to_python_bytes(&value);
     match args.output {
-        Some(out) => write_atomically(&out, &bytes)
-            .map_err(|e| format!("{}: {e}", out.display()))?,
+        Some(out) => {
+            write_atomically(&out, &bytes).map_err(|e| format!("{}: {e}", out.display()))?
+        }
         None => {
             let mut stdout = std::io::stdout().lock();
             stdout.write_all(&bytes)?;

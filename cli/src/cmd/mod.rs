@@ -27,4 +27,3 @@ pub fn write_atomically(path: &std::path::Path, bytes: &[u8]) -> std::io::Result
     tmp.persist(path).map_err(|e| e.error)?;
     Ok(())
 }
-

@@ -1,0 +1,654 @@
+//! The fused CPU pass: one read of (bench, device) yields every metric of every standard.
+//!
+//! The input is cut into numpy's 8192-element reduction blocks; blocks run in parallel (rayon)
+//! and their partial results are merged in block order, so float sums reproduce `np.mean`'s
+//! pairwise summation bit for bit. Each element is computed in the dtype numpy uses for it.
+
+use crate::elem::{
+    Elem, FloatKind, NP_BUFSIZE, Work, exp2_int, exp2_normal, nan_max, pairwise_sum,
+};
+use rayon::prelude::*;
+
+/// Thresholds of one comparison, picked from the device dtype (spec §1.3.1 table).
+#[derive(Clone, Copy, Debug)]
+pub struct Params {
+    /// `eps` added to `|B|` (finfo(bench).eps, or 2^-8 for a bf16 device).
+    pub eps: f64,
+    /// msprobe adds the bf16 eps as a Python float (matters for 0-d inputs only).
+    pub eps_is_python_float: bool,
+    pub small_value: f64,
+    pub atol_benchmark: f64,
+    pub atol_threshold: f64,
+    pub rtol: f64,
+    pub accumulative_bound: f64,
+    /// ULP mantissa bits and minimum exponent; `None` when the dtype has no ULP parameters.
+    pub ulp: Option<(i32, i32)>,
+    /// ULP proportion threshold (32 for fp32, 1 otherwise).
+    pub ulp_threshold: f64,
+    /// The device dtype's finite range for the inf/nan clip.
+    pub clip_max: f64,
+}
+
+/// Device dtype family for thresholds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DeviceFamily {
+    F16,
+    BF16,
+    F32,
+    /// fp64 and anything else: msprobe's "default" thresholds.
+    Other,
+}
+
+impl Params {
+    pub fn new(family: DeviceFamily, bench_kind: FloatKind, device_kind: FloatKind) -> Self {
+        let p2 = |e: i32| 2f64.powi(e);
+        let (small_value, atol_benchmark, atol_threshold, rtol, bound) = match family {
+            DeviceFamily::F16 => (p2(-10), 1e-16, p2(-16), p2(-10), p2(-8)),
+            DeviceFamily::BF16 => (p2(-10), 1e-16, 1e-16, p2(-8), p2(-7)),
+            DeviceFamily::F32 | DeviceFamily::Other => {
+                (p2(-20), p2(-30), p2(-30), p2(-20), p2(-11))
+            }
+        };
+        let ulp = match family {
+            DeviceFamily::F16 => Some((10, -14)),
+            DeviceFamily::BF16 => Some((7, -126)),
+            DeviceFamily::F32 => Some((23, -126)),
+            DeviceFamily::Other => None,
+        };
+        Params {
+            eps: if family == DeviceFamily::BF16 {
+                p2(-8)
+            } else {
+                bench_kind.eps()
+            },
+            eps_is_python_float: family == DeviceFamily::BF16,
+            small_value,
+            atol_benchmark,
+            atol_threshold,
+            rtol,
+            accumulative_bound: bound,
+            ulp,
+            ulp_threshold: if family == DeviceFamily::F32 {
+                32.0
+            } else {
+                1.0
+            },
+            clip_max: if family == DeviceFamily::BF16 {
+                3.3895313892515355e38
+            } else {
+                device_kind.finite_max()
+            },
+        }
+    }
+}
+
+/// Everything one pass gathers. `W` is the promoted (bench, device) dtype, `U` the ULP dtype.
+#[derive(Clone, Debug)]
+pub struct FusedStats<W: Work, U: Work> {
+    pub n: usize,
+    pub bench_kind: FloatKind,
+    pub device_kind: FloatKind,
+    /// max |D - B| (NaN-propagating), in `W`.
+    pub max_abs_err: W,
+    /// count(rel_err_origin < 0.01 / 0.001 / 0.0001).
+    pub lt_hundredth: u64,
+    pub lt_thousandth: u64,
+    pub lt_ten_thousandth: u64,
+    pub inf_nan: u64,
+    pub small: u64,
+    pub small_err_benchmark: u64,
+    pub small_err_threshold: u64,
+    pub normal_rel_err: u64,
+    pub inf_nan_fail_rtol: u64,
+    /// Same masks with the accumulative standard's small value (1) and bound.
+    pub acc_small: u64,
+    pub acc_small_err: u64,
+    pub acc_normal: u64,
+    pub acc_normal_rel_err: u64,
+    pub inf_nan_fail_bound: u64,
+    pub up: u64,
+    pub down: u64,
+    pub not_equal: u64,
+    /// Sum of squared masked absolute errors (numpy's pairwise order), in `W`.
+    pub sum_sq: W,
+    /// max of the masked relative error (-1 at masked positions).
+    pub max_rel: W,
+    pub rel_valid: u64,
+    /// Sum of the valid relative errors: numpy's exact order when `rel_sum_exact`.
+    pub rel_sum: W,
+    /// The same sum in float64 (used when the exact order cannot be kept).
+    pub rel_sum_f64: f64,
+    pub rel_sum_exact: bool,
+    pub max_ulp: U,
+    pub sum_ulp: U,
+    pub ulp_over: u64,
+    pub max_abs_device: f64,
+    pub max_abs_bench: f64,
+    pub dot: f64,
+    pub dd: f64,
+    pub bb: f64,
+}
+
+#[inline]
+fn count(c: bool) -> u64 {
+    c as u64
+}
+
+fn empty_stats<W: Work, U: Work>(bk: FloatKind, dk: FloatKind) -> FusedStats<W, U> {
+    FusedStats {
+        n: 0,
+        bench_kind: bk,
+        device_kind: dk,
+        max_abs_err: W::from_f64(f64::NEG_INFINITY),
+        lt_hundredth: 0,
+        lt_thousandth: 0,
+        lt_ten_thousandth: 0,
+        inf_nan: 0,
+        small: 0,
+        small_err_benchmark: 0,
+        small_err_threshold: 0,
+        normal_rel_err: 0,
+        inf_nan_fail_rtol: 0,
+        acc_small: 0,
+        acc_small_err: 0,
+        acc_normal: 0,
+        acc_normal_rel_err: 0,
+        inf_nan_fail_bound: 0,
+        up: 0,
+        down: 0,
+        not_equal: 0,
+        sum_sq: W::ZERO,
+        max_rel: W::from_f64(f64::NEG_INFINITY),
+        rel_valid: 0,
+        rel_sum: W::ZERO,
+        rel_sum_f64: 0.0,
+        rel_sum_exact: true,
+        max_ulp: U::from_f64(f64::NEG_INFINITY),
+        sum_ulp: U::ZERO,
+        ulp_over: 0,
+        max_abs_device: f64::NEG_INFINITY,
+        max_abs_bench: f64::NEG_INFINITY,
+        dot: 0.0,
+        dd: 0.0,
+        bb: 0.0,
+    }
+}
+
+#[inline]
+fn max_f64(m: f64, x: f64) -> f64 {
+    if m.is_nan() || x.is_nan() {
+        f64::NAN
+    } else {
+        m.max(x)
+    }
+}
+
+/// Does an inf/nan position pass `check_inf_nan_value` with tolerance `tol`?
+#[inline(never)]
+fn inf_nan_passes(
+    bf: f64,
+    df: f64,
+    abs_b_eps: f64,
+    p: &Params,
+    dk: FloatKind,
+    bk: FloatKind,
+    tol: f64,
+) -> bool {
+    let golden = dk.round(bf);
+    let clip = |x: f64| {
+        if x.is_nan() {
+            x
+        } else {
+            x.clamp(-p.clip_max, p.clip_max)
+        }
+    };
+    let gc = clip(golden);
+    let nc = clip(df);
+    let ae = dk.round(nc - gc).abs();
+    let re = dk.max(bk).round(ae / abs_b_eps);
+    re <= tol || (df.is_nan() && gc.is_nan())
+}
+
+/// Per-element flag bits of one block.
+const F_FINITE: u8 = 1;
+const F_SMALL: u8 = 2;
+const F_ACC_SMALL: u8 = 4;
+
+/// The ULP error of one element, evaluated exactly as numpy does (scalar path for the rare
+/// elements the vector loop cannot take).
+fn ulp_scalar<B: Elem, U: Work>(b: B, df: f64, ulp_p: f64, ulp_emin: f64) -> U {
+    let bf = b.to_f64();
+    let e = if bf == 0.0 {
+        0.0
+    } else {
+        let e = b.floor_log2_abs();
+        if e.is_nan() { e } else { e.max(ulp_emin) }
+    };
+    // 2^(p - E) is evaluated in the bench dtype, then cast to the ULP dtype.
+    let factor = U::from_f64(B::KIND.round(exp2_int(ulp_p - e)));
+    let diff = U::from_f64(U::from_f64(df).to_f64() - bf);
+    (diff * factor).abs()
+}
+
+/// NaN-propagating max over a slice, in lanes so the loop vectorises.
+fn max_lanes<W: Work>(a: &[W]) -> W {
+    let mut m = [W::from_f64(f64::NEG_INFINITY); 8];
+    let mut nan = false;
+    let chunks = a.chunks_exact(8);
+    let rest = chunks.remainder();
+    for c in chunks {
+        for j in 0..8 {
+            let x = c[j];
+            nan |= x.is_nan();
+            m[j] = if x > m[j] { x } else { m[j] };
+        }
+    }
+    for &x in rest {
+        nan |= x.is_nan();
+        m[0] = if x > m[0] { x } else { m[0] };
+    }
+    if nan {
+        return W::from_f64(f64::NAN);
+    }
+    m.iter()
+        .copied()
+        .fold(W::from_f64(f64::NEG_INFINITY), |acc, x| {
+            if x > acc { x } else { acc }
+        })
+}
+
+#[inline(always)]
+fn block_body<B: Elem, D: Elem, W: Work, U: Work>(
+    bench: &[B],
+    device: &[D],
+    p: &Params,
+    single: bool,
+) -> FusedStats<W, U> {
+    let bk = B::KIND;
+    let dk = D::KIND;
+    let n = bench.len().min(device.len());
+    let (bench, device) = (&bench[..n], &device[..n]);
+    let mut s = empty_stats::<W, U>(bk, dk);
+    s.n = n;
+
+    // Pass 1: absolute/relative errors and the masks, element by element.
+    let mut ae: Vec<W> = vec![W::ZERO; n];
+    let mut rel: Vec<W> = vec![W::ZERO; n];
+    let mut flags: Vec<u8> = vec![0; n];
+    let (mut up, mut down, mut ne) = (0u32, 0u32, 0u32);
+    for i in 0..n {
+        let bf = bench[i].to_f64();
+        let df = device[i].to_f64();
+        let a = (W::from_f64(df) - W::from_f64(bf)).abs();
+        let abs_b = bf.abs();
+        let abe = bk.round(abs_b + p.eps);
+        let bc = dk.round(bf);
+        let finite = df.is_finite() & bc.is_finite();
+        ae[i] = a;
+        rel[i] = a / W::from_f64(abe);
+        flags[i] = (finite as u8)
+            | (((abs_b <= p.small_value) & finite) as u8) << 1
+            | (((abs_b <= 1.0) & finite) as u8) << 2;
+        up += (df > bc) as u32;
+        down += (df < bc) as u32;
+        ne += (bf != df) as u32;
+    }
+    s.up = up as u64;
+    s.down = down as u64;
+    s.not_equal = ne as u64;
+    // Cosine sums in lanes (any order is within the cosine's tolerance).
+    let (mut max_d, mut max_b) = ([f64::NEG_INFINITY; 8], [f64::NEG_INFINITY; 8]);
+    let (mut dot, mut dd, mut bb) = ([0f64; 8], [0f64; 8], [0f64; 8]);
+    let mut nan_inputs = false;
+    let full = n - n % 8;
+    for (bc, dc) in bench[..full]
+        .chunks_exact(8)
+        .zip(device[..full].chunks_exact(8))
+    {
+        for j in 0..8 {
+            let bf = bc[j].to_f64();
+            let df = dc[j].to_f64();
+            let (ad, ab) = (df.abs(), bf.abs());
+            nan_inputs |= ad.is_nan() | ab.is_nan();
+            max_d[j] = if ad > max_d[j] { ad } else { max_d[j] };
+            max_b[j] = if ab > max_b[j] { ab } else { max_b[j] };
+            dot[j] += df * bf;
+            dd[j] += df * df;
+            bb[j] += bf * bf;
+        }
+    }
+    for i in full..n {
+        let bf = bench[i].to_f64();
+        let df = device[i].to_f64();
+        let (ad, ab) = (df.abs(), bf.abs());
+        nan_inputs |= ad.is_nan() | ab.is_nan();
+        max_d[0] = if ad > max_d[0] { ad } else { max_d[0] };
+        max_b[0] = if ab > max_b[0] { ab } else { max_b[0] };
+        dot[0] += df * bf;
+        dd[0] += df * df;
+        bb[0] += bf * bf;
+    }
+    if nan_inputs {
+        // Which side carried the NaN matters to the cosine's zero checks: recompute exactly.
+        s.max_abs_device = device
+            .iter()
+            .fold(f64::NEG_INFINITY, |m, x| max_f64(m, x.to_f64().abs()));
+        s.max_abs_bench = bench
+            .iter()
+            .fold(f64::NEG_INFINITY, |m, x| max_f64(m, x.to_f64().abs()));
+    } else {
+        s.max_abs_device = max_d.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        s.max_abs_bench = max_b.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    }
+    s.dot = dot.iter().sum();
+    s.dd = dd.iter().sum();
+    s.bb = bb.iter().sum();
+
+    // Pass 2: counts of every standard from the errors and masks.
+    let t_hund = W::from_f64(0.01);
+    let t_thou = W::from_f64(0.001);
+    let t_tenth = W::from_f64(0.0001);
+    let atol_b = W::from_f64(p.atol_benchmark);
+    let atol_t = W::from_f64(p.atol_threshold);
+    let rtol = W::from_f64(p.rtol);
+    let bound = W::from_f64(p.accumulative_bound);
+    // Block counts fit in u32 (<= 8192 elements), which doubles the vector lanes.
+    let mut c = [0u32; 12];
+    for i in 0..n {
+        let (a, r, f) = (ae[i], rel[i], flags[i]);
+        let finite = f & F_FINITE != 0;
+        let small = f & F_SMALL != 0;
+        let acc_small = f & F_ACC_SMALL != 0;
+        c[0] += (r < t_hund) as u32;
+        c[1] += (r < t_thou) as u32;
+        c[2] += (r < t_tenth) as u32;
+        c[3] += !finite as u32;
+        c[4] += small as u32;
+        c[5] += (small & (a > atol_b)) as u32;
+        c[6] += (small & (a > atol_t)) as u32;
+        c[7] += ((finite & !small) & (r > rtol)) as u32;
+        c[8] += acc_small as u32;
+        c[9] += (acc_small & (a > bound)) as u32;
+        c[10] += (finite & !acc_small) as u32;
+        c[11] += ((finite & !acc_small) & (r > bound)) as u32;
+    }
+    s.lt_hundredth = c[0] as u64;
+    s.lt_thousandth = c[1] as u64;
+    s.lt_ten_thousandth = c[2] as u64;
+    s.inf_nan = c[3] as u64;
+    s.small = c[4] as u64;
+    s.small_err_benchmark = c[5] as u64;
+    s.small_err_threshold = c[6] as u64;
+    s.normal_rel_err = c[7] as u64;
+    s.acc_small = c[8] as u64;
+    s.acc_small_err = c[9] as u64;
+    s.acc_normal = c[10] as u64;
+    s.acc_normal_rel_err = c[11] as u64;
+    s.max_abs_err = max_lanes(&ae);
+    if s.inf_nan > 0 {
+        for i in 0..n {
+            if flags[i] & F_FINITE == 0 {
+                let (bf, df) = (bench[i].to_f64(), device[i].to_f64());
+                let abe = bk.round(bf.abs() + p.eps);
+                s.inf_nan_fail_rtol += count(!inf_nan_passes(bf, df, abe, p, dk, bk, p.rtol));
+                s.inf_nan_fail_bound += count(!inf_nan_passes(
+                    bf,
+                    df,
+                    abe,
+                    p,
+                    dk,
+                    bk,
+                    p.accumulative_bound,
+                ));
+            }
+        }
+    }
+
+    // Pass 3: the benchmark standard's masked arrays (in place: ae -> squares, rel -> masked).
+    let neg_one = W::from_f64(-1.0);
+    let mut valid = 0u64;
+    for i in 0..n {
+        let masked = flags[i] & (F_FINITE | F_SMALL) != F_FINITE;
+        let a = ae[i];
+        ae[i] = if masked { W::ZERO } else { a * a };
+        let r = if masked { neg_one } else { rel[i] };
+        rel[i] = r;
+        valid += (r >= W::ZERO) as u64;
+    }
+    let mut rel_sum_f64 = [0f64; 8];
+    for c in rel.chunks_exact(8) {
+        for j in 0..8 {
+            rel_sum_f64[j] += if c[j] >= W::ZERO { c[j].to_f64() } else { 0.0 };
+        }
+    }
+    for &r in rel.chunks_exact(8).remainder() {
+        rel_sum_f64[0] += if r >= W::ZERO { r.to_f64() } else { 0.0 };
+    }
+    s.sum_sq = pairwise_sum(&ae);
+    s.max_rel = max_lanes(&rel);
+    s.rel_valid = valid;
+    s.rel_sum_f64 = rel_sum_f64.iter().sum();
+    if single && valid > 0 {
+        // One numpy block: the compacted valid errors are one pairwise block too.
+        let compact: Vec<W> = rel.iter().copied().filter(|&r| r >= W::ZERO).collect();
+        s.rel_sum = pairwise_sum(&compact);
+    }
+
+    // Pass 4: ULP errors (fast exponent from the bits; rare elements take the scalar path).
+    if let Some((mant, emin)) = p.ulp {
+        let (ulp_p, ulp_emin) = (mant as f64, emin as f64);
+        let (p_i, emin_i) = (mant as i64, emin as i64);
+        // The factor 2^(p - E) is formed in the bench dtype: float32 overflows past 2^127.
+        let t_max: i64 = if bk == FloatKind::F64 { 1023 } else { 127 };
+        // A float16 bench (never produced by msprobe) takes the scalar path throughout.
+        let all_slow = bk == FloatKind::F16;
+        let ulp_thr = U::from_f64(p.ulp_threshold);
+        let mut u: Vec<U> = vec![U::ZERO; n];
+        let mut slow_any = false;
+        for i in 0..n {
+            let b = bench[i];
+            let (e, slow) = b.floor_log2_fast();
+            slow_any |= slow;
+            let e = if e > emin_i { e } else { emin_i };
+            let t = p_i - e;
+            let factor = if t > t_max {
+                f64::INFINITY
+            } else {
+                exp2_normal(t)
+            };
+            let factor = U::from_f64(factor);
+            let bf = b.to_f64();
+            let diff = U::from_f64(U::from_f64(device[i].to_f64()).to_f64() - bf);
+            u[i] = (diff * factor).abs();
+        }
+        if slow_any || all_slow {
+            for i in 0..n {
+                if all_slow || bench[i].floor_log2_fast().1 {
+                    u[i] = ulp_scalar::<B, U>(bench[i], device[i].to_f64(), ulp_p, ulp_emin);
+                }
+            }
+        }
+        let mut over = 0u64;
+        for &x in &u {
+            over += (x > ulp_thr) as u64;
+        }
+        s.ulp_over = over;
+        s.max_ulp = max_lanes(&u);
+        s.sum_ulp = pairwise_sum(&u);
+    }
+    s
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+fn block_avx2<B: Elem, D: Elem, W: Work, U: Work>(
+    bench: &[B],
+    device: &[D],
+    p: &Params,
+    single: bool,
+) -> FusedStats<W, U> {
+    // Same code, compiled with AVX2 so the element loops vectorise wider. (No FMA: products
+    // must round separately, as numpy's do.)
+    block_body(bench, device, p, single)
+}
+
+/// One numpy reduction block (<= 8192 elements). `single` marks the whole input.
+fn block<B: Elem, D: Elem, W: Work, U: Work>(
+    bench: &[B],
+    device: &[D],
+    p: &Params,
+    single: bool,
+) -> FusedStats<W, U> {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if std::arch::is_x86_feature_detected!("avx2") {
+            // SAFETY: the CPU supports AVX2 (checked just above).
+            return unsafe { block_avx2(bench, device, p, single) };
+        }
+    }
+    block_body(bench, device, p, single)
+}
+
+fn merge<W: Work, U: Work>(a: &mut FusedStats<W, U>, b: &FusedStats<W, U>) {
+    a.n += b.n;
+    a.max_abs_err = nan_max(a.max_abs_err, b.max_abs_err);
+    a.lt_hundredth += b.lt_hundredth;
+    a.lt_thousandth += b.lt_thousandth;
+    a.lt_ten_thousandth += b.lt_ten_thousandth;
+    a.inf_nan += b.inf_nan;
+    a.small += b.small;
+    a.small_err_benchmark += b.small_err_benchmark;
+    a.small_err_threshold += b.small_err_threshold;
+    a.normal_rel_err += b.normal_rel_err;
+    a.inf_nan_fail_rtol += b.inf_nan_fail_rtol;
+    a.acc_small += b.acc_small;
+    a.acc_small_err += b.acc_small_err;
+    a.acc_normal += b.acc_normal;
+    a.acc_normal_rel_err += b.acc_normal_rel_err;
+    a.inf_nan_fail_bound += b.inf_nan_fail_bound;
+    a.up += b.up;
+    a.down += b.down;
+    a.not_equal += b.not_equal;
+    a.sum_sq = a.sum_sq + b.sum_sq;
+    a.max_rel = nan_max(a.max_rel, b.max_rel);
+    a.rel_valid += b.rel_valid;
+    a.rel_sum_f64 += b.rel_sum_f64;
+    a.max_ulp = nan_max(a.max_ulp, b.max_ulp);
+    a.sum_ulp = a.sum_ulp + b.sum_ulp;
+    a.ulp_over += b.ulp_over;
+    a.max_abs_device = max_f64(a.max_abs_device, b.max_abs_device);
+    a.max_abs_bench = max_f64(a.max_abs_bench, b.max_abs_bench);
+    a.dot += b.dot;
+    a.dd += b.dd;
+    a.bb += b.bb;
+}
+
+/// Runs the fused pass over the common length of `bench` and `device` (callers check that
+/// the lengths match).
+pub fn fused_stats<B: Elem, D: Elem, W: Work, U: Work>(
+    bench: &[B],
+    device: &[D],
+    p: &Params,
+) -> FusedStats<W, U> {
+    let n = bench.len().min(device.len());
+    let (bench, device) = (&bench[..n], &device[..n]);
+    if bench.len() <= NP_BUFSIZE {
+        // One numpy block: the valid relative errors form one pairwise block too.
+        return block::<B, D, W, U>(bench, device, p, true);
+    }
+    let blocks: Vec<FusedStats<W, U>> = bench
+        .par_chunks(NP_BUFSIZE)
+        .zip(device.par_chunks(NP_BUFSIZE))
+        .map(|(b, d)| block::<B, D, W, U>(b, d, p, false))
+        .collect();
+    // numpy starts its running sums from 0 and adds block sums in order.
+    let mut total = empty_stats::<W, U>(B::KIND, D::KIND);
+    for blk in &blocks {
+        merge(&mut total, blk);
+    }
+    if W::KIND == FloatKind::F64 {
+        // The valid relative errors are compacted before numpy sums them, so their block edges
+        // do not line up with the input's; for float64 the plain sum is within 1e-15 of numpy's.
+        total.rel_sum_exact = false;
+    } else {
+        // float32 means are printed with all their digits: redo numpy's blocks over the
+        // compacted array exactly (a second, cheaper read of the inputs).
+        let counts: Vec<u64> = blocks.iter().map(|b| b.rel_valid).collect();
+        total.rel_sum = compacted_sum::<B, D, W>(bench, device, p, &counts);
+        total.rel_sum_exact = true;
+    }
+    total
+}
+
+/// The masked relative error of one element (`None` where msprobe sets it to -1).
+#[inline(always)]
+fn rel_masked<B: Elem, D: Elem, W: Work>(b: B, d: D, p: &Params) -> Option<W> {
+    let bf = b.to_f64();
+    let df = d.to_f64();
+    let abs_b = bf.abs();
+    let finite = df.is_finite() & D::KIND.round(bf).is_finite();
+    if !finite || abs_b <= p.small_value {
+        return None;
+    }
+    let a = (W::from_f64(df) - W::from_f64(bf)).abs();
+    let r = a / W::from_f64(B::KIND.round(abs_b + p.eps));
+    (r >= W::ZERO).then_some(r)
+}
+
+/// `np.sum(rel_err[rel_err >= 0])`: numpy's 8192-element blocks over the compacted array.
+/// `counts[k]` is the number of valid elements in input block `k`.
+fn compacted_sum<B: Elem, D: Elem, W: Work>(
+    bench: &[B],
+    device: &[D],
+    p: &Params,
+    counts: &[u64],
+) -> W {
+    let total: u64 = counts.iter().sum();
+    let mut prefix = Vec::with_capacity(counts.len() + 1);
+    let mut acc = 0u64;
+    prefix.push(0u64);
+    for &c in counts {
+        acc += c;
+        prefix.push(acc);
+    }
+    let chunks = total.div_ceil(NP_BUFSIZE as u64) as usize;
+    let sums: Vec<W> = (0..chunks)
+        .into_par_iter()
+        .map(|c| {
+            let start = c as u64 * NP_BUFSIZE as u64;
+            let want = (total - start).min(NP_BUFSIZE as u64) as usize;
+            // The input block holding compacted index `start`.
+            let blk = prefix.partition_point(|&x| x <= start) - 1;
+            let mut skip = start - prefix[blk];
+            let mut buf: Vec<W> = Vec::with_capacity(want);
+            let mut i = blk * NP_BUFSIZE;
+            while buf.len() < want && i < bench.len() {
+                if let Some(r) = rel_masked::<B, D, W>(bench[i], device[i], p) {
+                    if skip > 0 {
+                        skip -= 1;
+                    } else {
+                        buf.push(r);
+                    }
+                }
+                i += 1;
+            }
+            pairwise_sum(&buf)
+        })
+        .collect();
+    let mut sum = W::ZERO;
+    for s in sums {
+        sum = sum + s;
+    }
+    sum
+}
+
+impl<W: Work, U: Work> FusedStats<W, U> {
+    /// `np.mean` of the valid (non-masked) relative errors.
+    pub fn mean_rel(&self) -> W {
+        if self.rel_sum_exact {
+            W::mean_from_sum(self.rel_sum, self.rel_valid as usize)
+        } else {
+            W::from_f64(self.rel_sum_f64 / self.rel_valid as f64)
+        }
+    }
+}

@@ -1,0 +1,405 @@
+//! Per-standard metrics, typed as msprobe returns them, built from one fused pass.
+
+use crate::elem::{Elem, FloatKind, Work};
+use crate::fused::{DeviceFamily, FusedStats, Params, fused_stats};
+use crate::pyfmt::PyVal;
+use half::f16;
+use rayon::prelude::*;
+
+/// A borrowed floating array in its numpy dtype.
+#[derive(Clone, Copy, Debug)]
+pub enum FloatData<'a> {
+    F16(&'a [f16]),
+    F32(&'a [f32]),
+    F64(&'a [f64]),
+}
+
+impl FloatData<'_> {
+    pub fn len(&self) -> usize {
+        match self {
+            FloatData::F16(a) => a.len(),
+            FloatData::F32(a) => a.len(),
+            FloatData::F64(a) => a.len(),
+        }
+    }
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    pub fn kind(&self) -> FloatKind {
+        match self {
+            FloatData::F16(_) => FloatKind::F16,
+            FloatData::F32(_) => FloatKind::F32,
+            FloatData::F64(_) => FloatKind::F64,
+        }
+    }
+    /// Element `i` as f64 (exact).
+    pub fn get(&self, i: usize) -> f64 {
+        match self {
+            FloatData::F16(a) => a[i].to_f64(),
+            FloatData::F32(a) => a[i] as f64,
+            FloatData::F64(a) => a[i],
+        }
+    }
+}
+
+/// Inputs the metrics cannot be computed on.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum MetricsError {
+    #[error("bench has {bench} elements but device has {device}")]
+    LengthMismatch { bench: usize, device: usize },
+}
+
+/// Benchmark standard columns (标杆比对法).
+#[derive(Clone, Debug, PartialEq)]
+pub struct BenchmarkMetrics {
+    pub small_value_err_ratio: PyVal,
+    pub max_rel_error: PyVal,
+    pub mean_rel_error: PyVal,
+    pub rmse: PyVal,
+    pub eb: PyVal,
+}
+
+/// Absolute threshold standard columns (绝对阈值法).
+#[derive(Clone, Debug, PartialEq)]
+pub struct AbsoluteThresholdMetrics {
+    pub inf_nan_error_ratio: PyVal,
+    pub rel_err_ratio: PyVal,
+    pub abs_err_ratio: PyVal,
+}
+
+/// ULP standard columns (ULP误差比对法).
+#[derive(Clone, Debug, PartialEq)]
+pub struct UlpMetrics {
+    pub max_ulp_error: PyVal,
+    pub mean_ulp_error: PyVal,
+    pub ulp_error_proportion: PyVal,
+}
+
+/// Accumulative-error standard columns (累积误差比对法).
+#[derive(Clone, Debug, PartialEq)]
+pub struct AccumulativeMetrics {
+    pub inf_nan_error_ratio: PyVal,
+    pub rel_err_ratio: PyVal,
+    pub abs_err_ratio: PyVal,
+    pub eb: PyVal,
+}
+
+/// run_ut's cosine similarity result (value, passed, message).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Cosine {
+    pub value: PyVal,
+    pub pass: bool,
+    pub message: &'static str,
+}
+
+/// A dual ratio (双百/双千/双万) and whether it passed.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Ratio {
+    pub value: PyVal,
+    pub pass: bool,
+}
+
+/// Every metric of every standard for one (bench, device) float pair. Fields that msprobe
+/// cannot compute (e.g. `max` of an empty array) are `None`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct AllMetrics {
+    pub n: usize,
+    pub max_abs_err: Option<PyVal>,
+    pub max_abs_err_value: f64,
+    pub hundredth: Ratio,
+    pub thousandth: Ratio,
+    pub ten_thousandth: Ratio,
+    pub benchmark: Option<BenchmarkMetrics>,
+    pub absolute_threshold: AbsoluteThresholdMetrics,
+    pub ulp: Option<UlpMetrics>,
+    pub accumulative: AccumulativeMetrics,
+    /// 二进制一致错误率 of the float pair (a Python float).
+    pub binary_error_rate: Option<PyVal>,
+    pub cosine: Cosine,
+}
+
+fn ratio_or_zero(num: u64, den: u64) -> PyVal {
+    if den == 0 {
+        PyVal::py_int(0)
+    } else {
+        PyVal::np_f64(num as f64 / den as f64)
+    }
+}
+
+fn dual_ratio(count: u64, n: usize, t: f64) -> Ratio {
+    if n == 0 {
+        return Ratio {
+            value: PyVal::py_int(1),
+            pass: 1.0 > 1.0 - t,
+        };
+    }
+    let r = count as f64 / n as f64;
+    Ratio {
+        value: PyVal::np_f64(r),
+        pass: r > 1.0 - t,
+    }
+}
+
+const COS_SCALAR: &str =
+    "All the data in device dump data is scalar. Please refer to other compare algorithms.";
+
+fn cosine<B: Elem, D: Elem, W: Work, U: Work>(
+    s: &FusedStats<W, U>,
+    bench: &[B],
+    device: &[D],
+) -> Cosine {
+    let space = PyVal::space();
+    if s.n == 1 {
+        return Cosine {
+            value: space,
+            pass: true,
+            message: COS_SCALAR,
+        };
+    }
+    let e = f64::EPSILON;
+    let (md, mb) = (s.max_abs_device, s.max_abs_bench);
+    if md <= e && mb <= e {
+        return Cosine {
+            value: space,
+            pass: true,
+            message: "All the data in device and bench outputs are zero.",
+        };
+    } else if md <= e {
+        return Cosine {
+            value: space,
+            pass: false,
+            message: "All the data is zero in device dump data.",
+        };
+    } else if mb <= e {
+        return Cosine {
+            value: space,
+            pass: false,
+            message: "All the data is zero in bench dump data.",
+        };
+    }
+    let nan = Cosine {
+        value: PyVal::py_float(f64::NAN),
+        pass: true,
+        message: "Dump data has NaN when comparing with Cosine Similarity.",
+    };
+    if !md.is_finite() || !mb.is_finite() {
+        return nan;
+    }
+    let safe = |m: f64| (2f64.powi(-300)..2f64.powi(300)).contains(&m);
+    let (dot, dd, bb) = if safe(md) && safe(mb) && s.n < (1 << 40) {
+        (s.dot / (md * mb), s.dd / (md * md), s.bb / (mb * mb))
+    } else {
+        // Extreme magnitudes: scale by the max first, as msprobe does, to avoid overflow.
+        bench
+            .par_iter()
+            .zip(device.par_iter())
+            .map(|(b, d)| {
+                let (x, y) = (d.to_f64() / md, b.to_f64() / mb);
+                (x * y, x * x, y * y)
+            })
+            .reduce(|| (0.0, 0.0, 0.0), |a, b| (a.0 + b.0, a.1 + b.1, a.2 + b.2))
+    };
+    let cos = dot / (dd.sqrt() * bb.sqrt());
+    if cos.is_nan() {
+        return nan;
+    }
+    let cos = cos.clamp(-1.0, 1.0);
+    Cosine {
+        value: PyVal::np_f64(cos),
+        pass: cos > 0.99,
+        message: "",
+    }
+}
+
+fn finish<B: Elem, D: Elem, W: Work, U: Work>(
+    s: FusedStats<W, U>,
+    p: &Params,
+    bench: &[B],
+    device: &[D],
+    zero_d: bool,
+) -> AllMetrics {
+    let n = s.n;
+    let nn = n as u64;
+    // A 0-d bf16 pair: `|B| + eps` adds a Python float to a numpy scalar, which numpy 1.x
+    // widens to float64, so the relative error is float64 too.
+    let rel64 = (zero_d && n == 1 && p.eps_is_python_float).then(|| {
+        let abs_b = bench[0].to_f64().abs();
+        s.max_abs_err.to_f64() / (abs_b + p.eps)
+    });
+    let eb = if n == 0 {
+        PyVal::py_int(0)
+    } else {
+        PyVal::np_f64(s.up.abs_diff(s.down) as f64 / n as f64)
+    };
+    let benchmark = (n > 0).then(|| {
+        let k = s.inf_nan + s.small;
+        // numpy 1.x computes a 0-d input's masked intermediates (np.where with a Python
+        // scalar) in float64.
+        let typed = |x: W| {
+            if zero_d {
+                PyVal::np_f64(x.to_f64())
+            } else {
+                x.pyval()
+            }
+        };
+        let (mut max_rel, mut mean_rel) = if s.max_rel >= W::ZERO {
+            (typed(s.max_rel), typed(s.mean_rel()))
+        } else {
+            (PyVal::py_int(0), PyVal::py_int(0))
+        };
+        if let (Some(r), true) = (rel64, s.rel_valid == 1) {
+            max_rel = PyVal::np_f64(r);
+            mean_rel = PyVal::np_f64(r);
+        }
+        let mse = if zero_d {
+            if k > 0 {
+                0.0
+            } else {
+                s.max_abs_err.to_f64().powi(2)
+            }
+        } else {
+            W::mean_from_sum(s.sum_sq, n).to_f64()
+        };
+        let factor = n as f64 / ((nn - k) as f64 + 0.0001) + 0.0001;
+        BenchmarkMetrics {
+            small_value_err_ratio: ratio_or_zero(s.small_err_benchmark, s.small),
+            max_rel_error: max_rel,
+            mean_rel_error: mean_rel,
+            rmse: PyVal::np_f64((mse * factor).sqrt()),
+            eb: eb.clone(),
+        }
+    });
+    let normal = nn - s.inf_nan - s.small;
+    let absolute_threshold = AbsoluteThresholdMetrics {
+        inf_nan_error_ratio: ratio_or_zero(s.inf_nan_fail_rtol, s.inf_nan),
+        rel_err_ratio: ratio_or_zero(s.normal_rel_err, normal),
+        abs_err_ratio: ratio_or_zero(s.small_err_threshold, s.small),
+    };
+    let accumulative = AccumulativeMetrics {
+        inf_nan_error_ratio: ratio_or_zero(s.inf_nan_fail_bound, s.inf_nan),
+        rel_err_ratio: ratio_or_zero(s.acc_normal_rel_err, s.acc_normal),
+        abs_err_ratio: ratio_or_zero(s.acc_small_err, s.acc_small),
+        eb,
+    };
+    let ulp = (p.ulp.is_some() && n > 0).then(|| UlpMetrics {
+        max_ulp_error: s.max_ulp.pyval(),
+        mean_ulp_error: U::mean_from_sum(s.sum_ulp, n).pyval(),
+        ulp_error_proportion: PyVal::np_f64(s.ulp_over as f64 / n as f64),
+    });
+    AllMetrics {
+        n,
+        max_abs_err: (n > 0).then(|| s.max_abs_err.pyval()),
+        max_abs_err_value: s.max_abs_err.to_f64(),
+        hundredth: dual_ratio(rel64.map_or(s.lt_hundredth, |r| (r < 0.01) as u64), n, 0.01),
+        thousandth: dual_ratio(
+            rel64.map_or(s.lt_thousandth, |r| (r < 0.001) as u64),
+            n,
+            0.001,
+        ),
+        ten_thousandth: dual_ratio(
+            rel64.map_or(s.lt_ten_thousandth, |r| (r < 0.0001) as u64),
+            n,
+            0.0001,
+        ),
+        benchmark,
+        absolute_threshold,
+        ulp,
+        accumulative,
+        binary_error_rate: (n > 0).then(|| PyVal::py_float(s.not_equal as f64 / n as f64)),
+        cosine: cosine(&s, bench, device),
+    }
+}
+
+fn run<B: Elem, D: Elem, W: Work, U: Work>(
+    bench: &[B],
+    device: &[D],
+    p: &Params,
+    zero_d: bool,
+) -> AllMetrics {
+    let s = fused_stats::<B, D, W, U>(bench, device, p);
+    finish(s, p, bench, device, zero_d)
+}
+
+/// Computes every metric of one output pair in one fused pass.
+///
+/// `bench`/`device` are the host arrays as msprobe hands them to numpy (a bf16 device output
+/// arrives as float32 values with `family == BF16`). Lengths must match.
+pub fn all_metrics(
+    bench: FloatData<'_>,
+    device: FloatData<'_>,
+    family: DeviceFamily,
+) -> Result<AllMetrics, MetricsError> {
+    all_metrics_shaped(bench, device, family, false)
+}
+
+/// As [`all_metrics`]; `zero_d` marks a 0-d tensor, whose intermediates numpy 1.x widens.
+pub fn all_metrics_shaped(
+    bench: FloatData<'_>,
+    device: FloatData<'_>,
+    family: DeviceFamily,
+    zero_d: bool,
+) -> Result<AllMetrics, MetricsError> {
+    if bench.len() != device.len() {
+        return Err(MetricsError::LengthMismatch {
+            bench: bench.len(),
+            device: device.len(),
+        });
+    }
+    let p = Params::new(family, bench.kind(), device.kind());
+    // ULP arithmetic is float32 for fp16/bf16 devices and float64 otherwise.
+    let ulp32 = matches!(family, DeviceFamily::F16 | DeviceFamily::BF16);
+    macro_rules! go {
+        ($b:expr, $d:expr, $w:ty) => {
+            if ulp32 {
+                run::<_, _, $w, f32>($b, $d, &p, zero_d)
+            } else {
+                run::<_, _, $w, f64>($b, $d, &p, zero_d)
+            }
+        };
+    }
+    Ok(match (bench, device) {
+        (FloatData::F16(b), FloatData::F16(d)) => go!(b, d, f32),
+        (FloatData::F16(b), FloatData::F32(d)) => go!(b, d, f32),
+        (FloatData::F32(b), FloatData::F16(d)) => go!(b, d, f32),
+        (FloatData::F32(b), FloatData::F32(d)) => go!(b, d, f32),
+        (FloatData::F16(b), FloatData::F64(d)) => go!(b, d, f64),
+        (FloatData::F32(b), FloatData::F64(d)) => go!(b, d, f64),
+        (FloatData::F64(b), FloatData::F16(d)) => go!(b, d, f64),
+        (FloatData::F64(b), FloatData::F32(d)) => go!(b, d, f64),
+        (FloatData::F64(b), FloatData::F64(d)) => go!(b, d, f64),
+    })
+}
+
+/// Signed element-wise ULP error of an fp8 output (spec §2, fp8 variant), in float64.
+pub fn fp8_ulp_errors(bench: &[f64], device: &[f64]) -> Vec<f64> {
+    let tiny = 2f64.powi(-1000);
+    bench
+        .iter()
+        .zip(device)
+        .map(|(&x, &h)| {
+            let mut ex = (x.abs() + tiny).log2();
+            if ex < -22.0 {
+                ex = -22.0;
+            }
+            let e = ex.floor();
+            let ea = e.abs();
+            let wm = if ea <= 3.0 {
+                3.0
+            } else if ea <= 7.0 {
+                2.0
+            } else if ea <= 15.0 {
+                1.0
+            } else {
+                0.0
+            };
+            if wm == 0.0 {
+                let sx = ex * if x >= 0.0 { 1.0 } else { -1.0 };
+                let eh = (h.abs() + tiny).log2();
+                let sh = eh * if h >= 0.0 { 1.0 } else { -1.0 };
+                sh - sx
+            } else {
+                (h - x) * (-e + wm).exp2()
+            }
+        })
+        .collect()
+}

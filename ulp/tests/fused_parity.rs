@@ -1,0 +1,290 @@
+//! Property tests: the fused pass agrees with the plain reference implementation on random data
+//! mixed with NaN, ±Inf, subnormals, signed zeros and values at every threshold.
+
+use half::f16;
+use proptest::prelude::*;
+use ulp::PyVal;
+use ulp::elem::FloatKind;
+use ulp::fused::DeviceFamily;
+use ulp::metrics::{FloatData, all_metrics};
+use ulp::reference::{self, Pair};
+
+/// Values that sit on the edges the metrics care about.
+fn special() -> Vec<f64> {
+    let p = |e: i32| 2f64.powi(e);
+    vec![
+        0.0,
+        -0.0,
+        f64::NAN,
+        f64::INFINITY,
+        f64::NEG_INFINITY,
+        1.0,
+        -1.0,
+        p(-10),
+        -p(-10),
+        p(-20),
+        p(-20) * (1.0 + p(-20)),
+        p(-10) * (1.0 - p(-12)),
+        p(-16),
+        p(-30),
+        1e-16,
+        1e-45,
+        1.4e-45,
+        p(-126),
+        p(-130),
+        p(-149),
+        p(-14),
+        p(-24),
+        p(-25),
+        65504.0,
+        65520.0,
+        70000.0,
+        f32::MAX as f64,
+        3.3895313892515355e38,
+        3.4e38,
+        1e300,
+        8.0 * (1.0 - p(-24)),
+        8.0 * (1.0 - p(-53)),
+        0.001,
+        0.01,
+        0.0001,
+        1.0 + p(-23),
+        1.0 - p(-24),
+        2.0 - p(-52),
+        0.5,
+    ]
+}
+
+#[derive(Clone, Debug)]
+enum Gen {
+    Special(usize),
+    Normal(f64, i32),
+}
+
+fn gen_value() -> impl Strategy<Value = Gen> {
+    prop_oneof![
+        1 => (0..special().len()).prop_map(Gen::Special),
+        3 => (-1.0f64..1.0, -30i32..30).prop_map(|(m, e)| Gen::Normal(m, e)),
+    ]
+}
+
+fn value(g: &Gen) -> f64 {
+    match g {
+        Gen::Special(i) => special()[*i],
+        Gen::Normal(m, e) => m * 2f64.powi(*e),
+    }
+}
+
+/// How the device value relates to the bench value.
+fn gen_pair() -> impl Strategy<Value = (Gen, u8, f64, Gen)> {
+    (gen_value(), 0u8..5, -0.02f64..0.02, gen_value())
+}
+
+fn build(pairs: &[(Gen, u8, f64, Gen)]) -> (Vec<f64>, Vec<f64>) {
+    pairs
+        .iter()
+        .map(|(bg, mode, noise, dg)| {
+            let b = value(bg);
+            let d = match mode {
+                0 => b,
+                1 | 2 => b * (1.0 + noise),
+                3 => b * (1.0 + noise * 1e-4),
+                _ => value(dg),
+            };
+            (b, d)
+        })
+        .unzip()
+}
+
+fn same(what: &str, got: &PyVal, want: &PyVal, tol: f64) -> Result<(), TestCaseError> {
+    prop_assert_eq!(
+        got.type_name(),
+        want.type_name(),
+        "{} type: {:?} vs {:?}",
+        what,
+        got,
+        want
+    );
+    match (got.as_f64(), want.as_f64()) {
+        (Some(g), Some(w)) => {
+            let ok = g == w
+                || (g.is_nan() && w.is_nan())
+                || (tol > 0.0 && (g - w).abs() <= tol * w.abs());
+            prop_assert!(ok, "{}: {:e} vs {:e}", what, g, w);
+        }
+        _ => prop_assert_eq!(got, want, "{}", what),
+    }
+    Ok(())
+}
+
+fn compare(family: DeviceFamily, bench: &[f64], device: &[f64]) -> Result<(), TestCaseError> {
+    if bench.is_empty() {
+        return Ok(());
+    }
+    // Store the arrays in the dtypes msprobe hands to numpy for this device dtype.
+    let (bk, dk) = match family {
+        DeviceFamily::F16 => (FloatKind::F32, FloatKind::F16),
+        DeviceFamily::BF16 | DeviceFamily::F32 if family == DeviceFamily::BF16 => {
+            (FloatKind::F32, FloatKind::F32)
+        }
+        DeviceFamily::F32 => (FloatKind::F64, FloatKind::F32),
+        _ => (FloatKind::F64, FloatKind::F64),
+    };
+    let bench: Vec<f64> = bench.iter().map(|&x| bk.round(x)).collect();
+    let device: Vec<f64> = device
+        .iter()
+        .map(|&x| {
+            let x = dk.round(x);
+            if family == DeviceFamily::BF16 {
+                half::bf16::from_f64(x).to_f64()
+            } else {
+                x
+            }
+        })
+        .collect();
+    let b32: Vec<f32> = bench.iter().map(|&x| x as f32).collect();
+    let d32: Vec<f32> = device.iter().map(|&x| x as f32).collect();
+    let d16: Vec<f16> = device.iter().map(|&x| f16::from_f64(x)).collect();
+    let bdata = if bk == FloatKind::F32 {
+        FloatData::F32(&b32)
+    } else {
+        FloatData::F64(&bench)
+    };
+    let ddata = match dk {
+        FloatKind::F16 => FloatData::F16(&d16),
+        FloatKind::F32 => FloatData::F32(&d32),
+        FloatKind::F64 => FloatData::F64(&device),
+    };
+    let m = all_metrics(bdata, ddata, family).unwrap();
+    let p = Pair {
+        bench: &bench,
+        bench_kind: bk,
+        device: &device,
+        device_kind: dk,
+        family,
+    };
+    // Beyond one numpy block a float64 mean is summed plainly (within 1e-15 of numpy's).
+    let mean_tol = if bench.len() > 8192 && bk == FloatKind::F64 {
+        1e-13
+    } else {
+        0.0
+    };
+    let rb = reference::benchmark(&p);
+    let fb = m.benchmark.as_ref().unwrap();
+    same(
+        "small_value_err_ratio",
+        &fb.small_value_err_ratio,
+        &rb.small_value_err_ratio,
+        0.0,
+    )?;
+    same("max_rel_error", &fb.max_rel_error, &rb.max_rel_error, 0.0)?;
+    same(
+        "mean_rel_error",
+        &fb.mean_rel_error,
+        &rb.mean_rel_error,
+        mean_tol,
+    )?;
+    same("rmse", &fb.rmse, &rb.rmse, 0.0)?;
+    same("eb", &fb.eb, &rb.eb, 0.0)?;
+    let ra = reference::absolute_threshold(&p);
+    same(
+        "inf_nan_error_ratio",
+        &m.absolute_threshold.inf_nan_error_ratio,
+        &ra.inf_nan_error_ratio,
+        0.0,
+    )?;
+    same(
+        "rel_err_ratio",
+        &m.absolute_threshold.rel_err_ratio,
+        &ra.rel_err_ratio,
+        0.0,
+    )?;
+    same(
+        "abs_err_ratio",
+        &m.absolute_threshold.abs_err_ratio,
+        &ra.abs_err_ratio,
+        0.0,
+    )?;
+    let rc = reference::accumulative(&p);
+    same(
+        "acc inf_nan",
+        &m.accumulative.inf_nan_error_ratio,
+        &rc.inf_nan_error_ratio,
+        0.0,
+    )?;
+    same(
+        "acc rel",
+        &m.accumulative.rel_err_ratio,
+        &rc.rel_err_ratio,
+        0.0,
+    )?;
+    same(
+        "acc abs",
+        &m.accumulative.abs_err_ratio,
+        &rc.abs_err_ratio,
+        0.0,
+    )?;
+    same("acc eb", &m.accumulative.eb, &rc.eb, 0.0)?;
+    match (reference::ulp(&p), &m.ulp) {
+        (Some(r), Some(f)) => {
+            same("max_ulp_error", &f.max_ulp_error, &r.max_ulp_error, 0.0)?;
+            same("mean_ulp_error", &f.mean_ulp_error, &r.mean_ulp_error, 0.0)?;
+            same(
+                "ulp_error_proportion",
+                &f.ulp_error_proportion,
+                &r.ulp_error_proportion,
+                0.0,
+            )?;
+        }
+        (None, None) => {}
+        (r, f) => prop_assert!(false, "ulp presence differs: {:?} vs {:?}", r, f),
+    }
+    for (t, got) in [
+        (0.01, &m.hundredth),
+        (0.001, &m.thousandth),
+        (0.0001, &m.ten_thousandth),
+    ] {
+        let (v, pass) = reference::rel_err_ratio(&p, t);
+        same("dual ratio", &got.value, &v, 0.0)?;
+        prop_assert_eq!(got.pass, pass);
+    }
+    same(
+        "max_abs_err",
+        m.max_abs_err.as_ref().unwrap(),
+        &reference::max_abs_err(&p),
+        0.0,
+    )?;
+    Ok(())
+}
+
+fn family() -> impl Strategy<Value = DeviceFamily> {
+    prop_oneof![
+        Just(DeviceFamily::F16),
+        Just(DeviceFamily::BF16),
+        Just(DeviceFamily::F32),
+        Just(DeviceFamily::Other)
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    #[test]
+    fn fused_matches_reference_small(fam in family(), pairs in prop::collection::vec(gen_pair(), 1..400)) {
+        let (b, d) = build(&pairs);
+        compare(fam, &b, &d)?;
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(8))]
+
+    /// Several numpy blocks: the block-ordered sums must still match numpy's exactly.
+    #[test]
+    fn fused_matches_reference_multi_block(fam in family(), pairs in prop::collection::vec(gen_pair(), 1..64), len in 8193usize..30000) {
+        let (b, d) = build(&pairs);
+        let b: Vec<f64> = (0..len).map(|i| b[i % b.len()] * (1.0 + (i as f64) * 1e-7)).collect();
+        let d: Vec<f64> = (0..len).map(|i| d[i % d.len()] * (1.0 + (i as f64) * 1e-7)).collect();
+        compare(fam, &b, &d)?;
+    }
+}
