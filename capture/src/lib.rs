@@ -1,1 +1,149 @@
-//! (being written)
+//! Capture side of numprobe: what an adapter (the `numprobe` Python package for PyTorch)
+//! calls to record a run in msprobe's dump format.
+//!
+//! * [`journal`]: the crash-safe, append-only record of everything captured.
+//! * [`state`]: replays records into dump.json / stack.json / construct.json.
+//! * [`stats`]: tensor records with statistics from stats-gpu, read in place.
+//! * [`tensors`]: `.pt` files written on a background thread.
+//! * [`Session`] ties them together for one rank directory; [`recover`] rebuilds the JSON
+//!   files of a killed run from its journals.
+
+pub mod error;
+pub mod journal;
+pub mod state;
+pub mod stats;
+pub mod tensors;
+
+use std::path::{Path, PathBuf};
+
+pub use error::{Error, Result};
+pub use journal::{Meta, Record};
+pub use state::DumpState;
+
+/// The capture of one rank directory (`dump/step{N}/{rank}`): every record goes to the
+/// journal first, then into the in-memory dump that [`Session::write_json`] writes out.
+pub struct Session {
+    dir: PathBuf,
+    journal: journal::JournalWriter,
+    state: DumpState,
+    /// Records since the JSON files were last written.
+    dirty: bool,
+}
+
+impl Session {
+    /// Creates `dir` (and parents) and a fresh journal in it, starting with `meta`.
+    pub fn create(dir: &Path, meta: Meta) -> Result<Session> {
+        std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+        let journal = journal::JournalWriter::create(&dir.join(journal::FILE_NAME))?;
+        let mut s = Session {
+            dir: dir.to_path_buf(),
+            journal,
+            state: DumpState::new(),
+            dirty: true,
+        };
+        s.record(Record::Meta(meta))?;
+        Ok(s)
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    pub fn state(&self) -> &DumpState {
+        &self.state
+    }
+
+    /// Journals `rec`, then applies it.
+    pub fn record(&mut self, rec: Record) -> Result<()> {
+        self.journal.append(&rec)?;
+        self.state.apply(&rec);
+        self.dirty = true;
+        Ok(())
+    }
+
+    /// Writes the JSON files from everything recorded so far (nothing to do when no record
+    /// came since the last write).
+    pub fn write_json(&mut self) -> Result<()> {
+        if !self.dirty {
+            return Ok(());
+        }
+        self.state.write_files(&self.dir)?;
+        self.journal.append(&Record::Checkpoint)?;
+        self.dirty = false;
+        Ok(())
+    }
+
+    /// [`write_json`](Session::write_json), then fsync the journal so the step survives a
+    /// power cut too (a killed process loses nothing either way).
+    pub fn finish(&mut self) -> Result<()> {
+        self.write_json()?;
+        self.journal.sync()
+    }
+}
+
+/// What [`recover`] did for one journal.
+#[derive(Debug)]
+pub struct Recovered {
+    /// The rank directory whose JSON files were rewritten.
+    pub dir: PathBuf,
+    pub records: usize,
+    pub entries: usize,
+    /// Bytes of a torn tail that were ignored.
+    pub ignored_tail: u64,
+}
+
+/// Rebuilds dump.json, stack.json and construct.json from every journal at or below `dir`
+/// (a rank directory, a step directory or a whole dump root).
+pub fn recover(dir: &Path) -> Result<Vec<Recovered>> {
+    let mut journals = Vec::new();
+    find_journals(dir, &mut journals)?;
+    if journals.is_empty() {
+        return Err(Error::NoJournal {
+            path: dir.to_path_buf(),
+            journal: journal::FILE_NAME,
+        });
+    }
+    journals.sort();
+    let mut out = Vec::with_capacity(journals.len());
+    for j in journals {
+        let replay = journal::read(&j)?;
+        let mut state = DumpState::new();
+        for r in &replay.records {
+            state.apply(r);
+        }
+        let rank_dir = j.parent().unwrap_or(Path::new(".")).to_path_buf();
+        state.write_files(&rank_dir)?;
+        out.push(Recovered {
+            dir: rank_dir,
+            records: replay.records.len(),
+            entries: state.data.len(),
+            ignored_tail: replay.ignored_tail,
+        });
+    }
+    Ok(out)
+}
+
+fn find_journals(dir: &Path, out: &mut Vec<PathBuf>) -> Result<()> {
+    if dir.is_file() {
+        if dir.file_name().is_some_and(|n| n == journal::FILE_NAME) {
+            out.push(dir.to_path_buf());
+        }
+        return Ok(());
+    }
+    let rd = std::fs::read_dir(dir).map_err(|e| Error::io(dir, e))?;
+    for e in rd {
+        let e = e.map_err(|e| Error::io(dir, e))?;
+        let ft = e.file_type().map_err(|err| Error::io(&e.path(), err))?;
+        let p = e.path();
+        if ft.is_dir() {
+            // Tensor folders hold thousands of files and never a journal.
+            if p.file_name().is_some_and(|n| n == "dump_tensor_data") {
+                continue;
+            }
+            find_journals(&p, out)?;
+        } else if ft.is_file() && e.file_name() == journal::FILE_NAME {
+            out.push(p);
+        }
+    }
+    Ok(())
+}

@@ -34,6 +34,8 @@ enum Command {
     PrecisionCompare(cmd::precision_compare::Args),
     /// Compare a target dump with a golden one: msprobe's result table and the first divergence.
     Compare(cmd::compare::Args),
+    /// Rebuild the JSON files of a killed capture from its journal.
+    Recover(cmd::recover::Args),
 }
 
 fn main() -> ExitCode {
@@ -46,6 +48,7 @@ fn main() -> ExitCode {
         Command::AccCheck(a) => cmd::acc_check::run(a),
         Command::PrecisionCompare(a) => cmd::precision_compare::run(a),
         Command::Compare(a) => cmd::compare::run(a),
+        Command::Recover(a) => cmd::recover::run(a),
     };
     match result {
         Ok(code) => code,

@@ -2,7 +2,8 @@
 //! judgement rules treat a float `inf` differently from the text `inf`, and the CSV
 //! writer prints an integer in a float column as `3.0`.
 
-use crate::pyfmt::{float_repr, str_repr};
+use crate::pyfmt::str_repr;
+use pyrepr::repr_f64;
 
 #[derive(Clone, Debug, PartialEq)]
 pub enum Cell {
@@ -26,7 +27,7 @@ impl Cell {
             Cell::None => "None".into(),
             Cell::Bool(b) => if *b { "True" } else { "False" }.into(),
             Cell::Int(i) => i.to_string(),
-            Cell::Float(f) => float_repr(*f),
+            Cell::Float(f) => repr_f64(*f),
             Cell::Str(s) => s.clone(),
             Cell::List(items) => {
                 let parts: Vec<String> = items.iter().map(Cell::py_repr).collect();
@@ -121,7 +122,7 @@ pub fn render_column(cells: &[&Cell]) -> Vec<String> {
     cells
         .iter()
         .map(|c| match c {
-            Cell::Int(i) if numeric && !all_int => float_repr(*i as f64),
+            Cell::Int(i) if numeric && !all_int => repr_f64(*i as f64),
             other => other.py_str(),
         })
         .collect()

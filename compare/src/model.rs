@@ -394,9 +394,9 @@ fn np_shape_text(v: Option<&Value>) -> String {
                     if a.iter()
                         .all(|x| x.as_array().map(|y| y.len()) == Some(d[0])) =>
                 {
-                    format!("({}, {})", a.len(), d[0])
+                    pyrepr::shape_tuple(&[a.len(), d[0]])
                 }
-                _ => format!("({},)", a.len()),
+                _ => pyrepr::shape_tuple(&[a.len()]),
             }
         }
         _ => "()".into(),

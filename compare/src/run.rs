@@ -395,7 +395,7 @@ fn unesc(s: &str) -> String {
 
 fn cell_text(c: &Cell) -> String {
     match c {
-        Cell::Float(f) => format!("f{}", crate::pyfmt::float_repr(*f)),
+        Cell::Float(f) => format!("f{}", pyrepr::repr_f64(*f)),
         other => format!("s{}", esc(&other.py_str())),
     }
 }

@@ -2,7 +2,7 @@
 //! from the NPU and bench statistic of one row (spec 5.3).
 
 use crate::cell::Cell;
-use crate::pyfmt::float_repr;
+use pyrepr::repr_f64;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Class {
@@ -103,7 +103,7 @@ pub fn stat_diff(
                 );
                 let diff = x.wrapping_sub(y);
                 let rel = if y != 0 {
-                    format!("{}%", float_repr((diff as f64 / y as f64 * 100.0).abs()))
+                    format!("{}%", repr_f64((diff as f64 / y as f64 * 100.0).abs()))
                 } else {
                     "inf".into()
                 };
@@ -118,11 +118,11 @@ pub fn stat_diff(
                 let y = parse(bench_text).unwrap_or(f64::NAN);
                 let diff = x - y;
                 let rel = if y != 0.0 {
-                    format!("{}%", float_repr((diff / y * 100.0).abs()))
+                    format!("{}%", repr_f64((diff / y * 100.0).abs()))
                 } else {
                     "inf".into()
                 };
-                (float_repr(diff), rel)
+                (repr_f64(diff), rel)
             }
         }
         (Nan, Num | Nan | Inf | NegInf) | (Num | Inf | NegInf, Nan) => fixed("Nan"),

@@ -363,17 +363,6 @@ pub fn judge(t: &mut Table) {
     }
 }
 
-/// One CSV field, quoted as Python's csv module does (QUOTE_MINIMAL).
-fn csv_field(s: &str, out: &mut String) {
-    if s.contains([',', '"', '\n', '\r']) {
-        out.push('"');
-        out.push_str(&s.replace('"', "\"\""));
-        out.push('"');
-    } else {
-        out.push_str(s);
-    }
-}
-
 /// The CSV text pandas writes for the table (no byte-order mark, `\n` line ends).
 pub fn to_csv(t: &Table) -> String {
     let ncol = t.header.len();
@@ -394,22 +383,12 @@ pub fn to_csv(t: &Table) -> String {
             texts
         })
         .collect();
+    // pandas quotes through Python's csv module with its own `\n` line end, so a field holding
+    // `\n` is quoted and one holding only `\r` is not.
     let mut out = String::new();
-    for (i, h) in t.header.iter().enumerate() {
-        if i > 0 {
-            out.push(',');
-        }
-        csv_field(h, &mut out);
-    }
-    out.push('\n');
+    pyrepr::write_csv_record(&t.header, "\n", &mut out);
     for r in 0..t.rows.len() {
-        for (c, col) in cols.iter().enumerate() {
-            if c > 0 {
-                out.push(',');
-            }
-            csv_field(&col[r], &mut out);
-        }
-        out.push('\n');
+        pyrepr::write_csv_record(cols.iter().map(|col| &col[r]), "\n", &mut out);
     }
     out
 }

@@ -966,7 +966,7 @@ fn write_value(value: &Value, out: &mut Vec<u8>, level: usize) {
             out.extend_from_slice(buf.as_bytes());
         }
         Value::BigInt(s) => out.extend_from_slice(s.as_bytes()),
-        Value::Float(f) => write_float(*f, out),
+        Value::Float(f) => pyrepr::write_repr_f64(*f, pyrepr::NonFinite::Json, out),
         Value::Str(s) => write_str(s, out),
         Value::Array(a) => {
             if a.is_empty() {
@@ -1108,157 +1108,12 @@ fn decode_wtf8(b: &[u8], i: usize) -> (u32, usize) {
     }
 }
 
-/// JSON text of a float as Python's `json` writes it: `NaN`, `Infinity`, `-Infinity`, else
-/// `repr(float)`.
-pub fn write_float(f: f64, out: &mut Vec<u8>) {
-    if f.is_nan() {
-        out.extend_from_slice(b"NaN");
-    } else if f.is_infinite() {
-        out.extend_from_slice(if f > 0.0 { b"Infinity" } else { b"-Infinity" });
-    } else {
-        push_float_repr(f, out);
-    }
-}
-
-/// Python's `repr(float)` for a finite or non-finite double (`nan`, `inf`, `-inf` for the
-/// latter, as Python prints them outside JSON).
-pub fn python_float_repr(f: f64) -> String {
-    if f.is_nan() {
-        return "nan".into();
-    }
-    if f.is_infinite() {
-        return if f > 0.0 { "inf".into() } else { "-inf".into() };
-    }
-    let mut out = Vec::with_capacity(24);
-    push_float_repr(f, &mut out);
-    String::from_utf8(out).unwrap_or_default()
-}
-
-/// Shortest round-trip digits (ryu) laid out with CPython's `float_repr_style = 'short'` rules:
-/// scientific iff the decimal exponent is < -4 or >= 16, `e` then sign then at least two exponent
-/// digits, `.0` appended to integral values in positional form.
-fn push_float_repr(f: f64, out: &mut Vec<u8>) {
-    if f == 0.0 {
-        out.extend_from_slice(if f.is_sign_negative() {
-            b"-0.0"
-        } else {
-            b"0.0"
-        });
-        return;
-    }
-    let mut buf = ryu::Buffer::new();
-    let text = buf.format_finite(f).as_bytes();
-    // Extract digits and decimal exponent from ryu's output, whatever layout it chose.
-    let mut digits = [0u8; 24];
-    let mut nd = 0usize;
-    let mut point: Option<i32> = None; // digits seen before the '.'
-    let mut exp: i32 = 0;
-    let mut neg = false;
-    let mut k = 0;
-    if text.first() == Some(&b'-') {
-        neg = true;
-        k = 1;
-    }
-    let mut leading_zeros_after_point = 0i32;
-    while k < text.len() {
-        let c = text[k];
-        match c {
-            b'0'..=b'9' => {
-                if nd == 0 && c == b'0' {
-                    // Leading zeros carry no digits; after the point they shift the exponent.
-                    if point.is_some() {
-                        leading_zeros_after_point += 1;
-                    }
-                } else if nd < digits.len() {
-                    digits[nd] = c;
-                    nd += 1;
-                }
-            }
-            b'.' => point = Some(nd as i32),
-            b'e' | b'E' => {
-                exp = std::str::from_utf8(&text[k + 1..])
-                    .ok()
-                    .and_then(|s| s.parse().ok())
-                    .unwrap_or(0);
-                break;
-            }
-            _ => {}
-        }
-        k += 1;
-    }
-    // Count digits before the point in the original text (including digits later stripped as
-    // trailing zeros below).
-    let int_digits = point.unwrap_or(nd as i32);
-    // value = 0.d1d2...dn × 10^decpt
-    let decpt = if int_digits > 0 {
-        int_digits + exp
-    } else {
-        exp - leading_zeros_after_point
-    };
-    while nd > 1 && digits[nd - 1] == b'0' {
-        nd -= 1;
-    }
-    let digits = &digits[..nd];
-    if neg {
-        out.push(b'-');
-    }
-    let e10 = decpt - 1;
-    if !(-4..16).contains(&e10) {
-        out.push(digits[0]);
-        if nd > 1 {
-            out.push(b'.');
-            out.extend_from_slice(&digits[1..]);
-        }
-        out.push(b'e');
-        out.push(if e10 < 0 { b'-' } else { b'+' });
-        let a = e10.unsigned_abs();
-        if a < 10 {
-            out.push(b'0');
-        }
-        out.extend_from_slice(a.to_string().as_bytes());
-    } else if decpt <= 0 {
-        out.extend_from_slice(b"0.");
-        out.resize(out.len() + (-decpt) as usize, b'0');
-        out.extend_from_slice(digits);
-    } else if decpt as usize >= nd {
-        out.extend_from_slice(digits);
-        out.resize(out.len() + (decpt as usize - nd), b'0');
-        out.extend_from_slice(b".0");
-    } else {
-        out.extend_from_slice(&digits[..decpt as usize]);
-        out.push(b'.');
-        out.extend_from_slice(&digits[decpt as usize..]);
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn p(s: &str) -> Result<Value> {
         parse(s.as_bytes(), Path::new("t.json"))
-    }
-
-    #[test]
-    fn float_repr_basics() {
-        for (f, s) in [
-            (3.0, "3.0"),
-            (-0.0, "-0.0"),
-            (0.1, "0.1"),
-            (1e-5, "1e-05"),
-            (0.0001, "0.0001"),
-            (1.5e16, "1.5e+16"),
-            (1e16, "1e+16"),
-            (1234567890123456.0, "1234567890123456.0"),
-            (0.30000000000000004, "0.30000000000000004"),
-            (3.3215508210560074e-06, "3.3215508210560074e-06"),
-            (1e300, "1e+300"),
-            (5e-324, "5e-324"),
-            (123.456, "123.456"),
-            (100.0, "100.0"),
-        ] {
-            assert_eq!(python_float_repr(f), s, "{f:e}");
-        }
     }
 
     #[test]

@@ -472,18 +472,6 @@ pub fn read(path: &Path) -> Result<Tensor> {
     }
 }
 
-/// numpy's `repr()` of a shape tuple: `()`, `(5,)`, `(2, 3)`.
-fn shape_repr(shape: &[usize]) -> String {
-    match shape {
-        [] => "()".into(),
-        [d] => format!("({d},)"),
-        _ => {
-            let parts: Vec<String> = shape.iter().map(|d| d.to_string()).collect();
-            format!("({})", parts.join(", "))
-        }
-    }
-}
-
 /// The dtype a tensor of `dtype` is stored as in `.npy` (bf16 and float8 become float32).
 pub fn stored_dtype(dtype: DType) -> DType {
     match dtype {
@@ -497,7 +485,7 @@ pub fn header_bytes(dtype: DType, shape: &[usize]) -> Vec<u8> {
     let mut text = format!(
         "{{'descr': '{}', 'fortran_order': False, 'shape': {}, }}",
         stored_dtype(dtype).npy_descr(),
-        shape_repr(shape)
+        pyrepr::shape_tuple(shape)
     );
     if let Some(first) = shape.first() {
         let digits = first.to_string().len();

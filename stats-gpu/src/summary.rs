@@ -11,6 +11,7 @@ use crate::checksum;
 use crate::elem::{ElemType, TensorView};
 use crate::fast;
 use crate::partials::Partials;
+use pyrepr::NonFinite;
 
 /// One statistic as msprobe writes it: a JSON `null`, bool, int or float.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -381,7 +382,7 @@ impl Stat {
             Stat::Null => "null".into(),
             Stat::Bool(b) => b.to_string(),
             Stat::Int(i) => i.to_string(),
-            Stat::Float(x) => py_float_repr(*x),
+            Stat::Float(x) => pyrepr::repr_f64_as(*x, NonFinite::Json),
         }
     }
 }
@@ -392,7 +393,7 @@ impl Checksum {
         match self {
             Checksum::Crc32(c) => format!("\"{}\"", checksum::crc32_hex(*c)),
             Checksum::Xor(x) => format!("\"{}\"", checksum::xor_hex(*x)),
-            Checksum::XorScalarFloat(x) => py_float_repr(*x),
+            Checksum::XorScalarFloat(x) => pyrepr::repr_f64_as(*x, NonFinite::Json),
             Checksum::Null => "null".into(),
         }
     }
@@ -420,97 +421,23 @@ impl Record {
     }
 }
 
-/// Python's `repr(float)` as `json.dumps` writes it: shortest round-trip digits, positional
-/// for exponents −4..15, else `d.ddde±XX`; `NaN`, `Infinity`, `-Infinity`.
-pub fn py_float_repr(x: f64) -> String {
-    if x.is_nan() {
-        return "NaN".into();
-    }
-    if x.is_infinite() {
-        return if x > 0.0 { "Infinity" } else { "-Infinity" }.into();
-    }
-    if x == 0.0 {
-        return if x.is_sign_negative() { "-0.0" } else { "0.0" }.into();
-    }
-    // ryu picks the same shortest round-trip digits as CPython's repr, including the choice
-    // between two equally close candidates (`{:e}` does not always); only the layout is ours.
-    let mut buf = ryu::Buffer::new();
-    let sci = buf.format_finite(x).to_string();
-    let (mant, exp) = match sci.split_once(['e', 'E']) {
-        Some((m, e)) => (
-            m.to_string(),
-            e.parse::<i32>().expect("ryu exponent is an integer"),
-        ),
-        None => (sci.clone(), 0),
-    };
-    let (sign, mant) = match mant.strip_prefix('-') {
-        Some(m) => ("-", m.to_string()),
-        None => ("", mant),
-    };
-    // Normalise "123.45" / "0.00012" / "1.5" to digits d1d2… and the exponent of d1.
-    let (int_part, frac_part) = mant.split_once('.').unwrap_or((&mant, ""));
-    let all: String = format!("{int_part}{frac_part}");
-    let lead = all.len() - all.trim_start_matches('0').len();
-    let exp = exp + int_part.len() as i32 - 1 - lead as i32;
-    let trimmed = all.trim_start_matches('0').trim_end_matches('0');
-    let digits: String = if trimmed.is_empty() {
-        "0".into()
-    } else {
-        trimmed.into()
-    };
-    let body = if (-4..16).contains(&exp) {
-        if exp < 0 {
-            format!("0.{}{digits}", "0".repeat((-exp - 1) as usize))
-        } else {
-            let int_len = exp as usize + 1;
-            if digits.len() <= int_len {
-                format!("{digits}{}.0", "0".repeat(int_len - digits.len()))
-            } else {
-                format!("{}.{}", &digits[..int_len], &digits[int_len..])
-            }
-        }
-    } else {
-        let frac = if digits.len() > 1 {
-            format!(".{}", &digits[1..])
-        } else {
-            String::new()
-        };
-        let esign = if exp < 0 { '-' } else { '+' };
-        format!("{}{frac}e{esign}{:02}", &digits[..1], exp.abs())
-    };
-    format!("{sign}{body}")
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn python_float_repr() {
+    fn float_stats_print_as_json_dumps() {
         for (x, want) in [
             (1e-5, "1e-05"),
             (3.0, "3.0"),
-            (0.0001, "0.0001"),
-            (0.00012345, "0.00012345"),
-            (-2.25, "-2.25"),
-            (0.1, "0.1"),
-            (1e16, "1e+16"),
-            (1.5e16, "1.5e+16"),
-            (9999999999999998.0, "9999999999999998.0"),
-            (123456.0, "123456.0"),
             (0.3749999701976776, "0.3749999701976776"),
-            (4.056168079376221, "4.056168079376221"),
-            (f64::MAX, "1.7976931348623157e+308"),
-            (5e-324, "5e-324"),
-            (2146980477194371.2, "2146980477194371.2"),
-            (100.0, "100.0"),
-            (1e22, "1e+22"),
             (-0.0, "-0.0"),
             (f64::NAN, "NaN"),
             (f64::NEG_INFINITY, "-Infinity"),
             (f64::INFINITY, "Infinity"),
         ] {
-            assert_eq!(py_float_repr(x), want, "{x:e}");
+            assert_eq!(Stat::Float(x).to_json(), want, "{x:e}");
+            assert_eq!(Checksum::XorScalarFloat(x).to_json(), want, "{x:e}");
         }
     }
 

@@ -2,9 +2,10 @@
 
 use crate::fused::DeviceFamily;
 use crate::metrics::{AllMetrics, FloatData, all_metrics_shaped};
-use crate::pyfmt::{PyVal, csv_record, shape_tuple};
+use crate::pyfmt::{CSV_LINE_END, PyVal};
 use crate::routing::{Routing, Standard, TorchDtype, standard_for};
 use half::f16;
+use pyrepr::{csv_record, shape_tuple};
 
 /// A host array as numpy sees it.
 #[derive(Clone, Copy, Debug)]
@@ -289,7 +290,7 @@ impl DetailRow {
     pub fn csv_line(&self, row_name: &str) -> String {
         let mut fields = vec![row_name.to_string()];
         fields.extend(self.cells().iter().map(PyVal::csv_text));
-        csv_record(&fields)
+        csv_record(&fields, CSV_LINE_END)
     }
 
     /// JSON object with the detail keys (plain values), `types` (numpy/Python type per key) and

@@ -5,8 +5,9 @@
 //! sees Python floats, ints or strings; this module reproduces that typing because it decides
 //! both the errors raised and the text of copied cells.
 
-use crate::pyfmt::{PyVal, csv_record};
+use crate::pyfmt::{CSV_LINE_END, PyVal};
 use crate::routing::{Routing, Standard, standard_for};
+use pyrepr::{csv_record, write_csv_record};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
@@ -50,7 +51,7 @@ impl Cell {
     fn py_str(&self) -> String {
         match self {
             Cell::Str(s) => s.clone(),
-            Cell::Float(v) => crate::pyfmt::python_float_repr(*v),
+            Cell::Float(v) => pyrepr::repr_f64(*v),
             Cell::Int(v) => v.to_string(),
         }
     }
@@ -368,7 +369,7 @@ impl DetailsRow {
     }
     fn text(&self) -> String {
         let cells: Vec<String> = self.0.iter().map(PyVal::csv_text).collect();
-        csv_record(&cells)
+        csv_record(&cells, CSV_LINE_END)
     }
 }
 
@@ -906,8 +907,8 @@ pub fn compare_texts(
             return Err((missing.join(","), which));
         }
     }
-    let mut result = csv_record(&RESULT_HEADER);
-    let mut details = csv_record(&DETAILS_HEADER);
+    let mut result = csv_record(&RESULT_HEADER, CSV_LINE_END);
+    let mut details = csv_record(&DETAILS_HEADER, CSV_LINE_END);
     let aborted = analyse(&npu, &gpu, routing, &mut result, &mut details);
     Ok(CompareTexts {
         result_csv: result,
@@ -951,7 +952,11 @@ fn analyse(
             .as_ref()
             .is_some_and(|d| UNSUPPORTED_DTYPES.iter().any(|u| str_is(d, u)))
         {
-            result.push_str(&csv_record(&[api, "SKIP", "SKIP", UNSUPPORTED_MESSAGE]));
+            write_csv_record(
+                &[api, "SKIP", "SKIP", UNSUPPORTED_MESSAGE],
+                CSV_LINE_END,
+                result,
+            );
             return;
         }
         let f = rollup(fwd);
@@ -964,7 +969,7 @@ fn analyse(
         if f == "SKIP" {
             message.push_str(skip_msg);
         }
-        result.push_str(&csv_record(&[api, f, b, &message]));
+        write_csv_record(&[api, f, b, &message], CSV_LINE_END, result);
         skip_msg.clear();
     };
 
@@ -998,7 +1003,7 @@ fn analyse(
             d.set_str(Slot::Result, "SKIP");
             d.set_str(Slot::Message, &err);
             details.push_str(&d.text());
-            result.push_str(&csv_record(&[name.as_str(), "SKIP", "SKIP", &err]));
+            write_csv_record(&[name.as_str(), "SKIP", "SKIP", &err], CSV_LINE_END, result);
             continue;
         };
         if gpu_rows.is_empty() {
@@ -1022,7 +1027,7 @@ fn analyse(
                 d.set_str(Slot::Result, "SKIP");
                 d.set_str(Slot::Message, &err);
                 details.push_str(&d.text());
-                result.push_str(&csv_record(&[name.as_str(), "SKIP", "SKIP", &err]));
+                write_csv_record(&[name.as_str(), "SKIP", "SKIP", &err], CSV_LINE_END, result);
                 continue;
             }
         };

@@ -1,9 +1,12 @@
 //! Values typed as msprobe produced them (Python / numpy scalar types) and their CSV text.
 //!
 //! msprobe writes Python `float`s (numpy float64 included) with `"{:.14f}"` and every other value
-//! with `str()`, so the numpy type of each metric decides its cell text (spec §1.7).
+//! with `str()`, so the numpy type of each metric decides its cell text (spec §1.7). The digits
+//! themselves (`repr(float)`, `str(np.float32)`, shape tuples, csv quoting) come from the pyrepr crate.
 
-use std::fmt::Write as _;
+/// msprobe writes its ulp CSVs with `csv.writer`'s default line end, which also makes a field
+/// holding a lone `\r` quoted (pandas' `\n` would not).
+pub const CSV_LINE_END: &str = "\r\n";
 
 /// One detail cell: a value together with the Python/numpy type msprobe gave it.
 #[derive(Clone, Debug, PartialEq)]
@@ -65,7 +68,7 @@ impl PyVal {
         match self {
             PyVal::Str(s) => s.clone(),
             PyVal::F64 { v, .. } => fmt_fixed14(*v),
-            PyVal::F32(v) => numpy_f32_str(*v),
+            PyVal::F32(v) => pyrepr::str_f32(*v),
             PyVal::Int { v, .. } => v.to_string(),
         }
     }
@@ -125,173 +128,24 @@ pub fn fmt_fixed(v: f64, decimals: usize) -> String {
     }
 }
 
-/// numpy's `str(np.float32(x))`: shortest round-trip digits, positional when
-/// `1e-4 <= |x| < 1e16` (or zero), scientific otherwise.
-pub fn numpy_f32_str(v: f32) -> String {
-    if v.is_nan() {
-        return "nan".to_string();
-    }
-    if v.is_infinite() {
-        return if v > 0.0 {
-            "inf".to_string()
-        } else {
-            "-inf".to_string()
-        };
-    }
-    let (digits, exp10) = shortest_digits(v);
-    let mut out = String::new();
-    if v.is_sign_negative() {
-        out.push('-');
-    }
-    let abs = (v as f64).abs();
-    if abs == 0.0 || (1e-4..1e16).contains(&abs) {
-        out.push_str(&positional(&digits, exp10));
-    } else {
-        out.push_str(&scientific(&digits, exp10));
-    }
-    out
-}
-
-/// Python's `repr(float)`: shortest digits, positional when `1e-4 <= |x| < 1e16` by decimal
-/// exponent, scientific otherwise.
-pub fn python_float_repr(v: f64) -> String {
-    if v.is_nan() {
-        return "nan".to_string();
-    }
-    if v.is_infinite() {
-        return if v > 0.0 {
-            "inf".to_string()
-        } else {
-            "-inf".to_string()
-        };
-    }
-    let text = format!("{:e}", v.abs());
-    let (mant, exp) = text.split_once('e').unwrap_or((&text, "0"));
-    let digits: String = mant.chars().filter(|c| *c != '.').collect();
-    let exp10: i32 = exp.parse().unwrap_or(0);
-    let mut out = String::new();
-    if v.is_sign_negative() {
-        out.push('-');
-    }
-    if v == 0.0 || (-4..16).contains(&exp10) {
-        out.push_str(&positional(&digits, exp10));
-    } else {
-        out.push_str(&scientific(&digits, exp10));
-    }
-    out
-}
-
-/// Shortest round-trip decimal digits of |v| and the decimal exponent of the first digit.
-fn shortest_digits(v: f32) -> (String, i32) {
-    let text = format!("{:e}", v.abs());
-    let (mant, exp) = text.split_once('e').unwrap_or((&text, "0"));
-    let digits: String = mant.chars().filter(|c| *c != '.').collect();
-    (digits, exp.parse().unwrap_or(0))
-}
-
-fn positional(digits: &str, exp10: i32) -> String {
-    let mut s = String::new();
-    if exp10 >= 0 {
-        let int_len = exp10 as usize + 1;
-        if digits.len() <= int_len {
-            s.push_str(digits);
-            s.extend(std::iter::repeat_n('0', int_len - digits.len()));
-            s.push_str(".0");
-        } else {
-            s.push_str(&digits[..int_len]);
-            s.push('.');
-            s.push_str(&digits[int_len..]);
-        }
-    } else {
-        s.push_str("0.");
-        s.extend(std::iter::repeat_n('0', (-exp10 - 1) as usize));
-        s.push_str(digits);
-    }
-    s
-}
-
-fn scientific(digits: &str, exp10: i32) -> String {
-    let mut s = String::new();
-    s.push_str(&digits[..1]);
-    if digits.len() > 1 {
-        s.push('.');
-        s.push_str(&digits[1..]);
-    }
-    let sign = if exp10 < 0 { '-' } else { '+' };
-    let _ = write!(s, "e{sign}{:02}", exp10.abs());
-    s
-}
-
-/// Python's `str(tuple)` for a shape: `()`, `(3,)`, `(2, 3)`.
-pub fn shape_tuple(shape: &[usize]) -> String {
-    match shape {
-        [] => "()".to_string(),
-        [one] => format!("({one},)"),
-        _ => {
-            let parts: Vec<String> = shape.iter().map(|d| d.to_string()).collect();
-            format!("({})", parts.join(", "))
-        }
-    }
-}
-
-/// One CSV field as Python's `csv` module writes it (excel dialect, QUOTE_MINIMAL).
-pub fn csv_field(text: &str) -> String {
-    if text.contains([',', '"', '\r', '\n']) {
-        format!("\"{}\"", text.replace('"', "\"\""))
-    } else {
-        text.to_string()
-    }
-}
-
-/// One CSV record, `\r\n`-terminated, as Python's `csv.writer` writes it.
-pub fn csv_record<S: AsRef<str>>(fields: &[S]) -> String {
-    if fields.len() == 1 && fields[0].as_ref().is_empty() {
-        return "\"\"\r\n".to_string();
-    }
-    let mut line = fields
-        .iter()
-        .map(|f| csv_field(f.as_ref()))
-        .collect::<Vec<_>>()
-        .join(",");
-    line.push_str("\r\n");
-    line
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn float32_text_follows_numpy() {
-        assert_eq!(numpy_f32_str(4.8965216e-05), "4.8965216e-05");
-        assert_eq!(numpy_f32_str(0.0030941963), "0.0030941963");
-        assert_eq!(numpy_f32_str(1e-4), "1e-04");
-        assert_eq!(numpy_f32_str(1e16), "1e+16");
-        assert_eq!(numpy_f32_str(1e15), "1000000000000000.0");
-        assert_eq!(numpy_f32_str(123456789.0), "123456790.0");
-        assert_eq!(numpy_f32_str(-0.0), "-0.0");
-        assert_eq!(numpy_f32_str(0.5), "0.5");
-        assert_eq!(numpy_f32_str(f32::NAN), "nan");
-        assert_eq!(numpy_f32_str(f32::NEG_INFINITY), "-inf");
-    }
 
     #[test]
     fn fixed_and_repr() {
         assert_eq!(fmt_fixed14(0.1), "0.10000000000000");
         assert_eq!(fmt_fixed14(f64::NAN), "nan");
         assert_eq!(fmt_fixed14(-0.0), "-0.00000000000000");
-        assert_eq!(python_float_repr(0.0001), "0.0001");
-        assert_eq!(python_float_repr(1e16), "1e+16");
-        assert_eq!(python_float_repr(2.0), "2.0");
+        assert_eq!(PyVal::F32(1e-4).csv_text(), "1e-04");
+        assert_eq!(PyVal::np_f64(1e-4).csv_text(), "0.00010000000000");
     }
 
     #[test]
     fn csv_quoting() {
         assert_eq!(
-            csv_record(&["a", "(3,)", "x\ny", "q\""]),
-            "a,\"(3,)\",\"x\ny\",\"q\"\"\"\r\n"
+            pyrepr::csv_record(["a", "(3,)", "x\ny", "q\"", "r\rs"], CSV_LINE_END),
+            "a,\"(3,)\",\"x\ny\",\"q\"\"\",\"r\rs\"\r\n"
         );
-        assert_eq!(shape_tuple(&[2, 3]), "(2, 3)");
-        assert_eq!(shape_tuple(&[]), "()");
     }
 }

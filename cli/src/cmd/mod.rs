@@ -6,6 +6,7 @@ pub mod compare;
 pub mod fmt;
 pub mod inspect;
 pub mod precision_compare;
+pub mod recover;
 pub mod stats;
 pub mod validate;
 

@@ -164,7 +164,7 @@ pub fn cell_matches(got: &PyVal, want: &Value, rel_tol: f64) -> Result<(), Strin
             .iter()
             .map(|x| x.as_u64().unwrap() as usize)
             .collect();
-        let text = ulp::pyfmt::shape_tuple(&dims);
+        let text = pyrepr::shape_tuple(&dims);
         return if got == &PyVal::Str(text.clone()) {
             Ok(())
         } else {

@@ -1,0 +1,301 @@
+//! `numprobe._native`: the Rust side of the Python adapter. Python hands over tensors as raw
+//! pointers (`data_ptr`, byte length, dtype name, shape) of contiguous CPU memory; statistics
+//! are computed in place with the GIL released, entries go to the crash-safe journal, and
+//! tensor files are written on a background thread.
+
+use std::path::PathBuf;
+
+use capture::journal::{Meta, Record};
+use capture::stats::{TensorInfo, tensor_record};
+use capture::tensors::{TensorJob, TensorWriter};
+use dumpfmt::json::{Map, Value};
+use pyo3::exceptions::{PyOSError, PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
+use stats_gpu::summary::{Options, Precision, SummaryMode};
+
+fn os_err(e: capture::Error) -> PyErr {
+    PyOSError::new_err(e.to_string())
+}
+
+fn summary_mode(s: &str) -> PyResult<SummaryMode> {
+    Ok(match s {
+        "statistics" => SummaryMode::Statistics,
+        "md5" => SummaryMode::Md5,
+        "xor" => SummaryMode::Xor,
+        other => {
+            return Err(PyValueError::new_err(format!(
+                "summary_mode must be statistics, md5 or xor, not {other:?}"
+            )));
+        }
+    })
+}
+
+/// A finished tensor record (opaque to Python; placed inside entry bodies).
+#[pyclass(frozen, module = "numprobe._native")]
+struct TensorRec {
+    value: Value,
+}
+
+/// Borrows `nbytes` bytes at `ptr`.
+///
+/// # Safety
+/// The caller (our Python code) passes the `data_ptr()` of a contiguous CPU tensor it keeps
+/// alive for the duration of the call, and `nbytes = numel * element_size`.
+unsafe fn borrow<'a>(ptr: usize, nbytes: usize) -> &'a [u8] {
+    if nbytes == 0 || ptr == 0 {
+        &[]
+    } else {
+        unsafe { std::slice::from_raw_parts(ptr as *const u8, nbytes) }
+    }
+}
+
+fn to_value(obj: &Bound<'_, PyAny>, depth: usize) -> PyResult<Value> {
+    if depth > 400 {
+        return Err(PyValueError::new_err("value nested deeper than 400 levels"));
+    }
+    if obj.is_none() {
+        return Ok(Value::Null);
+    }
+    if let Ok(r) = obj.cast::<TensorRec>() {
+        return Ok(r.get().value.clone());
+    }
+    if let Ok(b) = obj.cast::<PyBool>() {
+        return Ok(Value::Bool(b.is_true()));
+    }
+    if let Ok(i) = obj.cast::<PyInt>() {
+        return Ok(match i.extract::<i64>() {
+            Ok(v) => Value::Int(v),
+            Err(_) => Value::BigInt(i.str()?.to_string().into()),
+        });
+    }
+    if let Ok(f) = obj.cast::<PyFloat>() {
+        return Ok(Value::Float(f.value()));
+    }
+    if let Ok(s) = obj.cast::<PyString>() {
+        return Ok(Value::from(s.to_cow()?.as_ref()));
+    }
+    if let Ok(d) = obj.cast::<PyDict>() {
+        return Ok(Value::Object(dict_to_map(d, depth + 1)?));
+    }
+    if let Ok(l) = obj.cast::<PyList>() {
+        return l
+            .iter()
+            .map(|x| to_value(&x, depth + 1))
+            .collect::<PyResult<Vec<_>>>()
+            .map(Value::Array);
+    }
+    if let Ok(t) = obj.cast::<PyTuple>() {
+        return t
+            .iter()
+            .map(|x| to_value(&x, depth + 1))
+            .collect::<PyResult<Vec<_>>>()
+            .map(Value::Array);
+    }
+    Err(PyTypeError::new_err(format!(
+        "cannot record a value of type {}",
+        obj.get_type().name()?
+    )))
+}
+
+fn dict_to_map(d: &Bound<'_, PyDict>, depth: usize) -> PyResult<Map> {
+    let mut m = Map::with_capacity(d.len());
+    for (k, v) in d.iter() {
+        let k = k
+            .cast::<PyString>()
+            .map_err(|_| PyTypeError::new_err("entry keys must be str"))?
+            .to_cow()?
+            .into_owned();
+        m.insert(k, to_value(&v, depth)?);
+    }
+    Ok(m)
+}
+
+/// The capture of one rank directory.
+#[pyclass(module = "numprobe._native")]
+struct Session {
+    inner: Option<capture::Session>,
+    tensors: TensorWriter,
+    opts: Options,
+}
+
+impl Session {
+    fn inner(&mut self) -> PyResult<&mut capture::Session> {
+        self.inner
+            .as_mut()
+            .ok_or_else(|| PyValueError::new_err("session is closed"))
+    }
+}
+
+#[pymethods]
+impl Session {
+    #[new]
+    #[pyo3(signature = (dir, task, level, framework, dump_data_dir, extra_info, summary_mode, precision="low"))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        dir: PathBuf,
+        task: String,
+        level: String,
+        framework: String,
+        dump_data_dir: Option<String>,
+        extra_info: bool,
+        summary_mode: &str,
+        precision: &str,
+    ) -> PyResult<Session> {
+        let opts = Options {
+            mode: self::summary_mode(summary_mode)?,
+            precision: match precision {
+                "low" => Precision::Low,
+                "high" => Precision::High,
+                other => {
+                    return Err(PyValueError::new_err(format!(
+                        "precision must be low or high, not {other:?}"
+                    )));
+                }
+            },
+            ..Options::default()
+        };
+        let meta = Meta {
+            task,
+            level,
+            framework,
+            dump_data_dir,
+            extra_info,
+        };
+        let inner = capture::Session::create(&dir, meta).map_err(os_err)?;
+        Ok(Session {
+            inner: Some(inner),
+            tensors: TensorWriter::new(),
+            opts,
+        })
+    }
+
+    /// A tensor record with statistics read in place from `ptr` (contiguous CPU memory).
+    #[pyo3(signature = (ptr, nbytes, dtype, shape, requires_grad, data_name=None, stats=true))]
+    #[allow(clippy::too_many_arguments)]
+    fn tensor(
+        &self,
+        py: Python<'_>,
+        ptr: usize,
+        nbytes: usize,
+        dtype: &str,
+        shape: Vec<usize>,
+        requires_grad: Option<bool>,
+        data_name: Option<&str>,
+        stats: bool,
+    ) -> PyResult<TensorRec> {
+        // SAFETY: see `borrow`.
+        let bytes = unsafe { borrow(ptr, nbytes) };
+        let info = TensorInfo {
+            type_name: "torch.Tensor",
+            dtype,
+            shape: &shape,
+            bytes: stats.then_some(bytes),
+            requires_grad,
+            data_name,
+        };
+        let opts = self.opts;
+        let value = py
+            .detach(|| tensor_record(&info, &opts))
+            .map_err(|e| PyValueError::new_err(e.to_string()))?;
+        Ok(TensorRec { value })
+    }
+
+    /// Copies the tensor's bytes and queues a `.pt` file for the writer thread.
+    fn save_tensor(
+        &self,
+        path: PathBuf,
+        ptr: usize,
+        nbytes: usize,
+        dtype: &str,
+        shape: Vec<usize>,
+    ) -> PyResult<()> {
+        let dt = dumpfmt::DType::from_torch_name(dtype)
+            .ok_or_else(|| PyValueError::new_err(format!("unsupported dtype {dtype}")))?;
+        // SAFETY: see `borrow`.
+        let bytes = unsafe { borrow(ptr, nbytes) }.to_vec();
+        self.tensors
+            .submit(TensorJob {
+                path,
+                dtype: dt,
+                shape,
+                bytes,
+                location: "cpu".into(),
+            })
+            .map_err(os_err)
+    }
+
+    /// Merges `body` into entry `name` (moved to the end of `data` with `reinsert`).
+    #[pyo3(signature = (name, body, reinsert=false))]
+    fn entry(&mut self, name: String, body: &Bound<'_, PyDict>, reinsert: bool) -> PyResult<()> {
+        let body = dict_to_map(body, 0)?;
+        self.inner()?
+            .record(Record::Entry {
+                name,
+                body,
+                reinsert,
+            })
+            .map_err(os_err)
+    }
+
+    fn remove(&mut self, name: String) -> PyResult<()> {
+        self.inner()?
+            .record(Record::Remove { name })
+            .map_err(os_err)
+    }
+
+    fn stack(&mut self, name: String, frames: Vec<String>) -> PyResult<()> {
+        self.inner()?
+            .record(Record::Stack { name, frames })
+            .map_err(os_err)
+    }
+
+    #[pyo3(signature = (name, parent=None))]
+    fn construct(&mut self, name: String, parent: Option<String>) -> PyResult<()> {
+        self.inner()?
+            .record(Record::Construct { name, parent })
+            .map_err(os_err)
+    }
+
+    fn has_entry(&mut self, name: &str) -> PyResult<bool> {
+        Ok(self.inner()?.state().data.contains_key(name))
+    }
+
+    /// Writes dump.json / stack.json / construct.json from everything recorded so far.
+    fn write_json(&mut self) -> PyResult<()> {
+        self.inner()?.write_json().map_err(os_err)
+    }
+
+    /// Waits for the tensor files, writes the JSON files and closes the journal.
+    fn close(&mut self, py: Python<'_>) -> PyResult<()> {
+        let tensors = &mut self.tensors;
+        let waited = py.detach(|| tensors.finish());
+        if let Some(mut s) = self.inner.take() {
+            // A killed process loses nothing without fsync; NUMPROBE_FSYNC=1 also guards
+            // each finished step against a power cut, at a few ms per step.
+            if std::env::var_os("NUMPROBE_FSYNC").is_some_and(|v| v == "1") {
+                s.finish().map_err(os_err)?;
+            } else {
+                s.write_json().map_err(os_err)?;
+            }
+        }
+        waited.map_err(os_err)
+    }
+}
+
+/// Rebuilds the JSON files below `dir` from journals; returns (rank dir, entries, ignored bytes).
+#[pyfunction]
+fn recover(dir: PathBuf) -> PyResult<Vec<(String, usize, u64)>> {
+    let r = capture::recover(&dir).map_err(os_err)?;
+    Ok(r.into_iter()
+        .map(|x| (x.dir.display().to_string(), x.entries, x.ignored_tail))
+        .collect())
+}
+
+#[pymodule]
+fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<Session>()?;
+    m.add_class::<TensorRec>()?;
+    m.add_function(wrap_pyfunction!(recover, m)?)?;
+    Ok(())
+}

@@ -1,0 +1,131 @@
+"""msprobe's user API for PyTorch: PrecisionDebugger, seed_all, module_dump."""
+import os
+import random
+
+import torch
+
+from .config import DumpConfig
+from .recorder import Recorder
+
+
+class PrecisionDebugger:
+    """Same arguments and methods as msprobe's ``PrecisionDebugger``; one instance per process
+    (a second construction returns the first, as msprobe does)."""
+
+    _instance = None
+
+    def __new__(cls, *args, **kwargs):
+        if cls._instance is None:
+            cls._instance = super().__new__(cls)
+            cls._instance._initialized = False
+        return cls._instance
+
+    def __init__(self, config_path=None, task=None, dump_path=None, level=None, model=None,
+                 step=None):
+        if self._initialized:
+            return
+        self._initialized = True
+        self.config = DumpConfig.load(config_path, task=task, dump_path=dump_path, level=level,
+                                      step=step)
+        self.model = model
+        self.recorder = Recorder(self.config)
+
+    @classmethod
+    def _get(cls):
+        if cls._instance is None or not cls._instance._initialized:
+            raise RuntimeError("PrecisionDebugger has not been created")
+        return cls._instance
+
+    def start(self, model=None):
+        self.recorder.start(model if model is not None else self.model)
+
+    def stop(self):
+        self.recorder.stop()
+
+    def step(self):
+        self.recorder.end_step()
+
+    def forward_backward_dump_end(self):
+        self.recorder.stop()
+
+    @classmethod
+    def _reset(cls):
+        """Forget the singleton (tests; a new run in the same process)."""
+        if cls._instance is not None and cls._instance._initialized:
+            rec = cls._instance.recorder
+            rec.end_step()
+            for h in rec.handles:
+                h.remove()
+        cls._instance = None
+
+
+def seed_all(seed=1234, mode=False, rm_dropout=False, is_enhanced=False):
+    """Seeds Python, numpy and torch (and CUDA when present) like msprobe's ``seed_all``;
+    ``mode`` turns on deterministic algorithms; ``rm_dropout`` sets every dropout's p to 0."""
+    if not isinstance(seed, int) or isinstance(seed, bool) or not 0 <= seed < 2**32:
+        raise ValueError("seed must be an int in [0, 2**32)")
+    if not isinstance(mode, bool) or not isinstance(rm_dropout, bool):
+        raise ValueError("mode and rm_dropout must be booleans")
+    random.seed(seed)
+    os.environ["PYTHONHASHSEED"] = str(seed)
+    try:
+        import numpy as np
+
+        np.random.seed(seed)
+    except ImportError:
+        pass
+    torch.manual_seed(seed)
+    torch.use_deterministic_algorithms(mode)
+    if torch.cuda.is_available():
+        torch.cuda.manual_seed_all(seed)
+        torch.backends.cudnn.deterministic = True
+        torch.backends.cudnn.benchmark = False
+    if rm_dropout:
+        _remove_dropout()
+
+
+def _remove_dropout():
+    import torch.nn.functional as F
+
+    for name in ("dropout", "dropout1d", "dropout2d", "dropout3d", "alpha_dropout",
+                 "feature_alpha_dropout"):
+        orig = getattr(F, name, None)
+        if orig is None or getattr(orig, "_numprobe_p0", False):
+            continue
+
+        def make(orig):
+            def no_dropout(input, p=0.5, training=True, inplace=False):
+                return orig(input, 0.0, training, inplace)
+
+            no_dropout._numprobe_p0 = True
+            return no_dropout
+
+        setattr(F, name, make(orig))
+
+
+_module_dump_state = {}
+
+
+def module_dump(module, dump_name):
+    """Dump only `module` (as ``Module.{dump_name}.{Class}``) until ``module_dump_end()``."""
+    dbg = PrecisionDebugger._get()
+    rec = dbg.recorder
+    if not rec.ensure_session():
+        return
+    prefix = f"Module.{dump_name}.{type(module).__name__}"
+    key = id(module)
+    if key not in _module_dump_state:
+        saved = rec.cfg.level
+        rec.cfg.level = "L0"
+        rec._hook_module(module, prefix)
+        rec.cfg.level = saved
+        _module_dump_state[key] = True
+    rec.enabled = True
+    rec.module_enabled = True
+
+
+def module_dump_end():
+    dbg = PrecisionDebugger._get()
+    dbg.recorder.module_enabled = False
+    if dbg.recorder.session is not None:
+        dbg.recorder.session.write_json()

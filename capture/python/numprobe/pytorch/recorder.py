@@ -1,0 +1,710 @@
+"""The PyTorch adapter: sees API calls through a TorchFunctionMode, modules through module
+hooks, gradients through autograd node hooks, and hands every value to the Rust session
+(``numprobe._native.Session``), which journals it and writes msprobe's files."""
+import linecache
+import os
+import sys
+import threading
+import types
+
+import torch
+import torch.nn.functional as F
+from torch.overrides import TorchFunctionMode
+
+from . import _api_lists
+from .risk import is_recorded_at
+
+_PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_OVERRIDES_FILE = os.path.abspath(sys.modules["torch.overrides"].__file__)
+_tls = threading.local()
+_NO_TORCH_FUNCTION = torch._C.DisableTorchFunction
+
+
+def _busy():
+    return getattr(_tls, "busy", False)
+
+
+def _set_busy(v):
+    _tls.busy = v
+
+
+def _build_api_map():
+    """callable -> (prefix, api name). Functional wins where torch and functional share one
+    object (F.conv2d is torch.conv2d): model code reaches it through F far more often."""
+    m = {}
+
+    def add(ns, names, prefix):
+        for n in names:
+            obj = getattr(ns, n, None)
+            if obj is None or not callable(obj):
+                continue
+            try:
+                m[obj] = (prefix, n)
+            except TypeError:  # unhashable callables cannot be matched by identity
+                pass
+
+    add(torch.Tensor, _api_lists.TENSOR, "Tensor")
+    add(torch, _api_lists.TORCH, "Torch")
+    add(torch._VF, _api_lists.VF, "VF")
+    add(F, _api_lists.FUNCTIONAL, "Functional")
+    if torch.distributed.is_available():
+        add(torch.distributed, _api_lists.DISTRIBUTED, "Distributed")
+    return m
+
+
+_API_MAP = None
+
+
+def api_map():
+    global _API_MAP
+    if _API_MAP is None:
+        _API_MAP = _build_api_map()
+    return _API_MAP
+
+
+# Two kinds of hooked APIs need a wrapper in their namespace rather than the mode alone:
+# * operators reach __torch_function__ as the plain method (x * y arrives as Tensor.mul), so a
+#   C-level dunder is wrapped to leave its name for the very next intercepted call;
+# * Python-level functions (F.layer_norm, F.softmax...) reach it with their arguments rewritten
+#   by handle_torch_function, so they are wrapped to record the caller's own arguments.
+_PATCHED = []  # (namespace, attribute, original)
+
+
+def _make_hint_wrapper(orig, name):
+    def wrapper(*args, **kwargs):
+        _tls.hint = name
+        try:
+            return orig(*args, **kwargs)
+        finally:
+            _tls.hint = None
+
+    wrapper.__name__ = name
+    wrapper.__qualname__ = "Tensor." + name
+    return wrapper
+
+
+def _make_api_wrapper(orig, api):
+    def wrapper(*args, **kwargs):
+        rec = _ACTIVE[0]
+        if rec is None or not rec.api_enabled or _busy():
+            return orig(*args, **kwargs)
+        return rec.call_api(api, orig, args, kwargs, inner_busy=True)
+
+    wrapper.__name__ = getattr(orig, "__name__", api[1])
+    wrapper.__qualname__ = getattr(orig, "__qualname__", api[1])
+    wrapper.__doc__ = getattr(orig, "__doc__", None)
+    wrapper.__wrapped__ = orig
+    return wrapper
+
+
+_ACTIVE = [None]
+
+
+def _patch_namespaces():
+    if _PATCHED:
+        return
+    targets = [(torch.Tensor, _api_lists.TENSOR, "Tensor"), (torch, _api_lists.TORCH, "Torch"),
+               (F, _api_lists.FUNCTIONAL, "Functional")]
+    for ns, names, prefix in targets:
+        for name in names:
+            orig = getattr(ns, name, None)
+            if orig is None or not callable(orig):
+                continue
+            if isinstance(orig, types.FunctionType):
+                wrapper = _make_api_wrapper(orig, (prefix, name))
+            elif prefix == "Tensor" and name.startswith("__") and name.endswith("__"):
+                wrapper = _make_hint_wrapper(orig, name)
+            else:
+                continue
+            _PATCHED.append((ns, name, orig))
+            setattr(ns, name, wrapper)
+
+
+def _unpatch_namespaces():
+    while _PATCHED:
+        ns, name, orig = _PATCHED.pop()
+        setattr(ns, name, orig)
+
+
+class _Mode(TorchFunctionMode):
+    def __init__(self, rec):
+        super().__init__()
+        self.rec = rec
+
+    def __torch_function__(self, func, types_, args=(), kwargs=None):
+        if kwargs is None:
+            kwargs = {}
+        hint = getattr(_tls, "hint", None)
+        if hint is not None:
+            _tls.hint = None
+        rec = self.rec
+        if _busy() or not rec.api_enabled:
+            return func(*args, **kwargs)
+        if hint is not None:
+            api = ("Tensor", hint)
+        else:
+            try:
+                api = _API_MAP.get(func)
+            except TypeError:
+                api = None
+        if api is None:
+            # Not hooked. torch pops this mode while func runs, so APIs called inside an
+            # unhooked Python-level torch function are not seen (re-entering the mode would
+            # make the function dispatch to itself again).
+            return func(*args, **kwargs)
+        return rec.call_api(api, func, args, kwargs)
+
+
+def _quiet_backward_hook_setup():
+    """Full backward module hooks route inputs/outputs through torch's BackwardHookFunction
+    (view_as calls); that plumbing is not the user's API, so it runs unrecorded."""
+    import torch.utils.hooks as th
+
+    cls = th.BackwardHook
+    for meth in ("setup_input_hook", "setup_output_hook"):
+        orig = getattr(cls, meth, None)
+        if orig is None or getattr(orig, "_numprobe_quiet", False):
+            continue
+
+        def make(orig):
+            def quiet(*args, **kwargs):
+                was = _busy()
+                _set_busy(True)
+                try:
+                    return orig(*args, **kwargs)
+                finally:
+                    _set_busy(was)
+
+            quiet._numprobe_quiet = True
+            return quiet
+
+        setattr(cls, meth, make(orig))
+
+
+def _int_or_none(x):
+    try:
+        return int(x) if x is not None else None
+    except (TypeError, ValueError):
+        return None
+
+
+def _first_tensor(v):
+    if isinstance(v, torch.Tensor):
+        return v
+    if isinstance(v, (list, tuple)):
+        for x in v:
+            t = _first_tensor(x)
+            if t is not None:
+                return t
+    return None
+
+
+class Recorder:
+    """State of one PrecisionDebugger: the current step's session, counters, hooks."""
+
+    def __init__(self, cfg):
+        self.cfg = cfg
+        self.session = None
+        self.step = 0
+        self.api_enabled = False
+        self.module_enabled = False
+        self.enabled = False
+        self.counters = {}
+        self.module_counters = {}
+        self.module_stack = []
+        self.bwd_stack = []
+        self.scope_state = "before"
+        self.scope_taken = set()
+        self.stack_cache = {}
+        self.mode = None
+        self.hooked_models = set()
+        self.handles = []
+        self.rank_dir_name = None
+        self.dir = None
+        self.tensor_dir = None
+
+    # ------------------------------------------------------------------ session lifecycle
+
+    def _rank(self):
+        if torch.distributed.is_available() and torch.distributed.is_initialized():
+            return torch.distributed.get_rank()
+        return None
+
+    def ensure_session(self):
+        if self.session is not None:
+            return True
+        cfg = self.cfg
+        if cfg.step and self.step not in cfg.step:
+            return False
+        rank = self._rank()
+        if cfg.rank and (rank if rank is not None else 0) not in cfg.rank:
+            return False
+        rank_name = f"rank{rank}" if rank is not None else f"proc{os.getpid()}"
+        from .._native import Session
+
+        self.dir = os.path.join(cfg.dump_path, f"step{self.step}", rank_name)
+        saves = cfg.task == "tensor" or bool(cfg.tensor_list)
+        dump_data_dir = os.path.join(self.dir, "dump_tensor_data") if saves else None
+        self.tensor_dir = dump_data_dir
+        if saves:
+            os.makedirs(dump_data_dir, exist_ok=True)
+        self.session = Session(
+            self.dir, cfg.task, cfg.level, "pytorch", dump_data_dir, cfg.extra_info,
+            cfg.summary_mode, cfg.precision,
+        )
+        return True
+
+    def start(self, model=None):
+        if not self.ensure_session():
+            return
+        cfg = self.cfg
+        if model is not None and cfg.level in ("L0", "mix"):
+            _quiet_backward_hook_setup()
+            self.hook_models(model)
+            self.hook_optimizer()
+        self.enabled = True
+        self.module_enabled = cfg.level in ("L0", "mix")
+        if cfg.level in ("L1", "mix"):
+            self.api_enabled = True
+            if self.mode is None:
+                api_map()
+                _patch_namespaces()
+                _ACTIVE[0] = self
+                self.mode = _Mode(self)
+                self.mode.__enter__()
+
+    def stop(self):
+        self.enabled = False
+        self.api_enabled = False
+        self.module_enabled = False
+        if self.mode is not None:
+            mode, self.mode = self.mode, None
+            try:
+                mode.__exit__(None, None, None)
+            except Exception:  # popped by someone else already
+                pass
+        if self.session is not None:
+            self.session.write_json()
+
+    def end_step(self):
+        self.stop()
+        if self.session is not None:
+            s, self.session = self.session, None
+            s.close()
+        self.step += 1
+        self.counters.clear()
+        self.module_counters.clear()
+        self.module_stack.clear()
+        self.bwd_stack.clear()
+        self.scope_state = "before"
+        self.scope_taken = set()
+        self.param_grad_counts = {}
+
+    # ------------------------------------------------------------------ values
+
+    def value(self, v, entry, path, kwname=None, depth=0):
+        if isinstance(v, torch.Tensor):
+            return self.tensor(v, entry, path)
+        if v is None:
+            return None
+        if isinstance(v, bool):
+            return {"type": "bool", "value": v}
+        if isinstance(v, int):
+            return {"type": "int", "value": v}
+        if isinstance(v, float):
+            return {"type": "float", "value": v}
+        if isinstance(v, str):
+            if kwname == "device":
+                return {"type": "torch.device", "value": v}
+            return {"type": "str", "value": v}
+        if isinstance(v, torch.Size):
+            return {"type": "torch.Size", "value": [int(d) for d in v]}
+        if isinstance(v, slice):
+            return {"type": "slice", "value": [_int_or_none(v.start), _int_or_none(v.stop),
+                                               _int_or_none(v.step)]}
+        if v is Ellipsis:
+            return {"type": "ellipsis", "value": "..."}
+        if isinstance(v, torch.dtype):
+            if kwname in ("dtype", "output_dtype"):
+                return {"type": "torch.dtype", "value": str(v)}
+            return {}
+        if isinstance(v, torch.device):
+            if kwname == "device":
+                return {"type": "torch.device", "value": f"{v.type}:{v.index}"}
+            return {}
+        if isinstance(v, torch.memory_format):
+            return {"type": "torch.memory_format", "format": str(v).split(".")[-1]}
+        if depth > 400:
+            raise ValueError("value nested deeper than 400 levels")
+        if isinstance(v, (list, tuple)):
+            return [self.value(x, entry, path + (i,), None, depth + 1) for i, x in enumerate(v)]
+        if isinstance(v, dict):
+            return {str(k): self.value(x, entry, path + (k,), None, depth + 1)
+                    for k, x in v.items()}
+        item = getattr(v, "item", None)
+        if type(v).__module__ == "numpy" and item is not None and getattr(v, "ndim", 1) == 0:
+            return {"type": type(v).__name__, "value": item()}
+        return None
+
+    def tensor(self, v, entry, path):
+        # Called from hooks and wrappers while the mode is on the stack: without this every
+        # tensor attribute read below would go through __torch_function__.
+        with _NO_TORCH_FUNCTION():
+            return self._tensor(v, entry, path)
+
+    def _tensor(self, v, entry, path):
+        t = v.detach()
+        stats = True
+        if t.is_meta or t.layout != torch.strided:
+            stats = False
+        else:
+            if t.device.type != "cpu":
+                t = t.cpu()
+            if t.is_conj():
+                t = t.resolve_conj()
+            if t.is_neg():
+                t = t.resolve_neg()
+            if not t.is_contiguous():
+                t = t.contiguous()
+        nbytes = t.numel() * t.element_size() if stats else 0
+        ptr = t.data_ptr() if stats and nbytes else 0
+        dtype = str(v.dtype)
+        shape = list(v.shape)
+        data_name = None
+        if stats and nbytes and self.saving_entry == entry:
+            data_name = entry + "." + ".".join(str(p) for p in path) + ".pt"
+            self.session.save_tensor(os.path.join(self.tensor_dir, data_name), ptr, nbytes,
+                                     dtype, shape)
+        return self.session.tensor(ptr, nbytes, dtype, shape, v.requires_grad, data_name, stats)
+
+    saving_entry = None
+
+    def _begin_entry(self, entry):
+        self.saving_entry = entry if self.cfg.saves_tensors(entry) else None
+
+    # ------------------------------------------------------------------ stacks
+
+    def stack(self, skip_code=None):
+        frames = []
+        f = sys._getframe(2)
+        key = []
+        while f is not None:
+            code = f.f_code
+            fn = code.co_filename
+            if code is not skip_code and not fn.startswith(_PKG_DIR) and fn != _OVERRIDES_FILE:
+                key.append((fn, f.f_lineno, code.co_name))
+            f = f.f_back
+        key = tuple(key)
+        cached = self.stack_cache.get(key)
+        if cached is not None:
+            return cached
+        for fn, line, name in key:
+            src = linecache.getline(fn, line).strip()
+            if not src:
+                continue
+            frames.append(f"File {fn}, line {line}, in {name}, \n {src}")
+        self.stack_cache[key] = frames
+        return frames
+
+    # ------------------------------------------------------------------ APIs
+
+    def call_api(self, api, func, args, kwargs, inner_busy=False):
+        prefix, name = api
+        key = prefix + "." + name
+        n = self.counters.get(key, 0)
+        self.counters[key] = n + 1
+        entry = f"{key}.{n}.forward"
+        cfg = self.cfg
+        parent = self.module_stack[-1] if self.module_stack else None
+        if cfg.level == "mix" and cfg.extra_info:
+            _set_busy(True)
+            try:
+                self.session.construct(entry, parent)
+            finally:
+                _set_busy(False)
+        if not self.api_selected(name, entry):
+            out = self._run(func, args, kwargs, inner_busy)
+            if cfg.level == "mix" and cfg.extra_info and torch.is_grad_enabled():
+                _set_busy(True)
+                try:
+                    self._hook_backward(f"{key}.{n}.backward", prefix, name, out, args, kwargs,
+                                        construct_only=True)
+                finally:
+                    _set_busy(False)
+            return out
+        modes = cfg.modes
+        _set_busy(True)
+        try:
+            self._begin_entry(entry)
+            if "forward" in modes and "input" in modes:
+                body = {
+                    "input_args": [self.value(a, entry, ("input", i)) for i, a in enumerate(args)],
+                    "input_kwargs": {k: self.value(v, entry, ("kwargs", k), k)
+                                     for k, v in kwargs.items()},
+                }
+                self._entry(entry, body)
+            if "forward" in modes and cfg.extra_info:
+                self.session.stack(entry, self.stack(getattr(func, "__code__", None)))
+        finally:
+            _set_busy(False)
+        out = self._run(func, args, kwargs, inner_busy)
+        _set_busy(True)
+        try:
+            self._begin_entry(entry)
+            if "forward" in modes and "output" in modes:
+                outs = list(out) if isinstance(out, (tuple, list)) else [out]
+                body = {"output": [self.value(o, entry, ("output", i)) for i, o in enumerate(outs)]}
+                self._entry(entry, body)
+            if "backward" in modes and torch.is_grad_enabled():
+                self._hook_backward(f"{key}.{n}.backward", prefix, name, out, args, kwargs)
+        finally:
+            _set_busy(False)
+        return out
+
+    @staticmethod
+    def _run(func, args, kwargs, inner_busy):
+        # Called from a namespace wrapper the mode is still active: the busy flag keeps the
+        # API's own torch calls from being recorded as nested APIs.
+        if not inner_busy:
+            return func(*args, **kwargs)
+        _set_busy(True)
+        try:
+            return func(*args, **kwargs)
+        finally:
+            _set_busy(False)
+
+    def api_selected(self, name, entry):
+        cfg = self.cfg
+        if cfg.scope or cfg.list:
+            return self.selected(entry)
+        return is_recorded_at(name, cfg.risk_level)
+
+    def selected(self, entry, entering=True):
+        """msprobe's collect filter: `list` keeps names containing any list string; `scope`
+        [start, end] keeps everything from start through end (the range closes at the end
+        entry's forward pre-hook). `entering` is False for a module's output/backward,
+        which belongs to a decision already taken at its forward pre-hook."""
+        cfg = self.cfg
+        if cfg.list:
+            return any(item in entry for item in cfg.list)
+        if not cfg.scope:
+            return True
+        start, end = cfg.scope[0], cfg.scope[-1]
+        state = self.scope_state
+        if not entering:
+            # Outputs arrive later: only while the range is still open (the module that
+            # closes the range keeps its inputs only, as msprobe's does).
+            return entry in self.scope_taken and state == "active"
+        if state == "before" and entry == start:
+            state = "active"
+        if state == "active":
+            if entry == end:
+                state = "done"
+            self.scope_state = state
+            self.scope_taken.add(entry)
+            return True
+        self.scope_state = state
+        return False
+
+    def _entry(self, name, body, reinsert=False):
+        # task structure: construct.json and stack.json only, dump.json keeps "data": {}.
+        if self.cfg.task != "structure":
+            self.session.entry(name, body, reinsert)
+
+    def _hook_backward(self, entry, prefix, name, out, args, kwargs, construct_only=False):
+        t = _first_tensor(out)
+        if t is None or not t.requires_grad or t.grad_fn is None:
+            return
+        if prefix == "Functional" and name == "dropout":
+            p = args[1] if len(args) > 1 else kwargs.get("p", 0.5)
+            if p == 0:
+                return
+        rec = self
+
+        def hook(grad_inputs, grad_outputs):
+            if not rec.enabled or rec.session is None:
+                return
+            _set_busy(True)
+            try:
+                if rec.cfg.level == "mix" and rec.cfg.extra_info:
+                    parent = rec.bwd_stack[-1] if rec.bwd_stack else None
+                    rec.session.construct(entry, parent)
+                if construct_only:
+                    return
+                # list/scope decide when the backward runs (a scope may have closed by then).
+                if (rec.cfg.list or rec.cfg.scope) and not rec.selected(entry):
+                    return
+                rec._begin_entry(entry)
+                body = {}
+                if "input" in rec.cfg.modes:
+                    body["input"] = [rec.value(g, entry, ("input", i))
+                                     for i, g in enumerate(grad_outputs)]
+                if "output" in rec.cfg.modes:
+                    body["output"] = [rec.value(g, entry, ("output", i))
+                                      for i, g in enumerate(grad_inputs)]
+                rec._entry(entry, body)
+            finally:
+                _set_busy(False)
+
+        t.grad_fn.register_hook(hook)
+
+    # ------------------------------------------------------------------ modules (L0 / mix)
+
+    def hook_optimizer(self):
+        """At mix level msprobe marks the optimizer step in construct.json: an `optimizer`
+        node, parent of the APIs the step calls."""
+        if getattr(self, "_optim_hooked", False):
+            return
+        self._optim_hooked = True
+        rec = self
+
+        def pre(opt, args, kwargs):
+            if rec.enabled and rec.session is not None and rec.cfg.level == "mix":
+                if rec.cfg.extra_info:
+                    _set_busy(True)
+                    try:
+                        rec.session.construct("optimizer", None)
+                    finally:
+                        _set_busy(False)
+                rec.module_stack.append("optimizer")
+
+        def post(opt, args, kwargs):
+            if rec.module_stack and rec.module_stack[-1] == "optimizer":
+                rec.module_stack.pop()
+
+        from torch.optim.optimizer import (register_optimizer_step_post_hook,
+                                           register_optimizer_step_pre_hook)
+
+        self.handles.append(register_optimizer_step_pre_hook(pre))
+        self.handles.append(register_optimizer_step_post_hook(post))
+
+    def hook_models(self, model):
+        models = model if isinstance(model, (list, tuple)) else [model]
+        for i, m in enumerate(models):
+            if id(m) in self.hooked_models:
+                continue
+            self.hooked_models.add(id(m))
+            index = f"{i}." if isinstance(model, (list, tuple)) else ""
+            for path, sub in m.named_modules():
+                if path == "":
+                    continue
+                prefix = f"Module.{index}{path}.{type(sub).__name__}"
+                self._hook_module(sub, prefix)
+
+    def _hook_module(self, module, prefix):
+        rec = self
+        pending = []  # forward call numbers awaiting their backward (LIFO)
+
+        def pre(mod, args, kwargs):
+            if not rec.module_enabled or _busy() or rec.session is None:
+                return None
+            n = rec.module_counters.get(prefix, 0)
+            rec.module_counters[prefix] = n + 1
+            entry = f"{prefix}.forward.{n}"
+            parent = rec.module_stack[-1] if rec.module_stack else None
+            rec.module_stack.append(entry)
+            pending.append(n)
+            _set_busy(True)
+            try:
+                if rec.cfg.extra_info:
+                    rec.session.construct(entry, parent)
+                if not rec.selected(entry):
+                    return None
+                rec._begin_entry(entry)
+                if "forward" in rec.cfg.modes and "input" in rec.cfg.modes:
+                    rec._entry(entry, {
+                        "input_args": [rec.value(a, entry, ("input", i)) for i, a in enumerate(args)],
+                        "input_kwargs": {k: rec.value(v, entry, ("kwargs", k), k)
+                                         for k, v in kwargs.items()},
+                    })
+                if "forward" in rec.cfg.modes and rec.cfg.extra_info:
+                    rec.session.stack(entry, rec.stack())
+            finally:
+                _set_busy(False)
+            return None
+
+        def post(mod, args, kwargs, out):
+            if not rec.module_stack or rec.session is None:
+                return None
+            entry = rec.module_stack.pop()
+            if not rec.module_enabled or not rec.selected(entry, entering=False):
+                return None
+            _set_busy(True)
+            try:
+                rec._begin_entry(entry)
+                body = {}
+                if "forward" in rec.cfg.modes and "output" in rec.cfg.modes:
+                    outs = list(out) if isinstance(out, (tuple, list)) else [out]
+                    body["output"] = [rec.value(o, entry, ("output", i)) for i, o in enumerate(outs)]
+                    body["parameters"] = {
+                        pn: rec.value(p, entry, ("parameters", pn))
+                        for pn, p in mod.named_parameters(recurse=False)
+                    }
+                if body:
+                    rec._entry(entry, body, reinsert=True)
+            finally:
+                _set_busy(False)
+            return None
+
+        def backward_pre(mod, grad_output):
+            if rec.enabled and rec.session is not None and pending:
+                rec.bwd_stack.append(f"{prefix}.backward.{pending[-1]}")
+            return None
+
+        def backward(mod, grad_input, grad_output):
+            if not rec.enabled or rec.session is None or not pending:
+                return None
+            n = pending.pop()
+            entry = f"{prefix}.backward.{n}"
+            if rec.bwd_stack and rec.bwd_stack[-1] == entry:
+                rec.bwd_stack.pop()
+            if not rec.selected(entry) or "backward" not in rec.cfg.modes:
+                return None
+            _set_busy(True)
+            try:
+                rec._begin_entry(entry)
+                if rec.cfg.extra_info:
+                    rec.session.construct(entry, rec.bwd_stack[-1] if rec.bwd_stack else None)
+                body = {}
+                if "input" in rec.cfg.modes:
+                    body["input"] = [rec.value(g, entry, ("input", i))
+                                     for i, g in enumerate(grad_output)]
+                if "output" in rec.cfg.modes:
+                    body["output"] = [rec.value(g, entry, ("output", i))
+                                      for i, g in enumerate(grad_input) if g is not None]
+                rec._entry(entry, body)
+            finally:
+                _set_busy(False)
+            return None
+
+        self.handles.append(module.register_forward_pre_hook(pre, with_kwargs=True))
+        self.handles.append(module.register_forward_hook(post, with_kwargs=True))
+        if "backward" in self.cfg.modes:
+            self.handles.append(module.register_full_backward_pre_hook(backward_pre))
+            self.handles.append(module.register_full_backward_hook(backward))
+            for pn, p in module.named_parameters(recurse=False):
+                if p.requires_grad:
+                    self._hook_param_grad(p, pn, prefix)
+
+    def _hook_param_grad(self, param, pname, prefix):
+        rec = self
+
+        def hook(p):
+            if not rec.enabled or rec.session is None or p.grad is None:
+                return
+            counts = rec.__dict__.setdefault("param_grad_counts", {})
+            k = counts.get((prefix, pname), 0)
+            counts[(prefix, pname)] = k + 1
+            entry = f"{prefix}.parameters_grad.{k}"
+            if not rec.selected(entry):
+                return
+            _set_busy(True)
+            try:
+                rec._begin_entry(entry)
+                rec.saving_entry = entry if rec.cfg.saves_tensors(entry) else None
+                val = rec.value(p.grad, entry, (pname,))
+                rec._entry(entry, {pname: [val]})
+            finally:
+                _set_busy(False)
+
+        self.handles.append(param.register_post_accumulate_grad_hook(hook))

@@ -1,0 +1,73 @@
+"""Runs the fixture's tiny model for N training steps under numprobe's PrecisionDebugger, the
+same way shared/fixtures/msprobe-26.2.0-cpu/scripts/pt_dump.py runs it under msprobe.
+
+usage: python drive_model.py --config cfg.json --dump-path DIR [--steps 2] [--dtype float32]
+       [--no-tool] [--print-step-times]
+"""
+import argparse
+import json
+import os
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def shared_dir():
+    return os.path.realpath(os.environ.get("NUMPROBE_SHARED") or os.path.join(HERE, "..", "..", "..", "shared"))
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--config")
+    p.add_argument("--dump-path")
+    p.add_argument("--steps", type=int, default=2)
+    p.add_argument("--dtype", default="float32")
+    p.add_argument("--model", default="tiny")
+    p.add_argument("--no-tool", action="store_true")
+    p.add_argument("--seed", type=int, default=1234)
+    p.add_argument("--threads", type=int, default=0)
+    p.add_argument("--times-out")
+    a = p.parse_args()
+
+    sys.path.insert(0, os.path.join(shared_dir(), "fixtures", "msprobe-26.2.0-cpu", "scripts"))
+    import torch
+    import torch.nn.functional as F
+
+    if a.threads:
+        torch.set_num_threads(a.threads)
+    debugger = None
+    if not a.no_tool:
+        from numprobe.pytorch import PrecisionDebugger, seed_all
+
+        seed_all(seed=a.seed)
+        debugger = PrecisionDebugger(config_path=a.config, dump_path=a.dump_path)
+    else:
+        torch.manual_seed(a.seed)
+    import models
+
+    model, xs, ys = models.build(a.model, getattr(torch, a.dtype), seed=a.seed)
+    model.train()
+    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    times = []
+    for step in range(a.steps):
+        t0 = time.perf_counter()
+        if debugger is not None:
+            debugger.start(model=model)
+        out = model(xs[step % len(xs)])
+        loss = F.cross_entropy(out, ys[step % len(ys)])
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        if debugger is not None:
+            debugger.stop()
+            debugger.step()
+        times.append(time.perf_counter() - t0)
+        print(f"step {step} loss {float(loss):.6f}", flush=True)
+    if a.times_out:
+        with open(a.times_out, "w") as f:
+            json.dump(times, f)
+
+
+if __name__ == "__main__":
+    main()

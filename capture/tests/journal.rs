@@ -1,0 +1,212 @@
+//! Journal framing, replay rules, the JSON files and recovery.
+
+mod common;
+
+use std::path::Path;
+
+use capture::journal::{self, JournalWriter, Meta, Record};
+use capture::{DumpState, Session};
+use dumpfmt::json::{self, Map, Value};
+
+fn meta() -> Meta {
+    Meta {
+        task: "statistics".into(),
+        level: "mix".into(),
+        framework: "pytorch".into(),
+        dump_data_dir: None,
+        extra_info: true,
+    }
+}
+
+fn entry(name: &str, key: &str, v: Value, reinsert: bool) -> Record {
+    Record::Entry {
+        name: name.into(),
+        body: Map::new().with(key, v),
+        reinsert,
+    }
+}
+
+fn sample_records() -> Vec<Record> {
+    vec![
+        Record::Meta(meta()),
+        entry(
+            "Module.fc.Linear.forward.0",
+            "input_args",
+            Value::Array(vec![]),
+            false,
+        ),
+        entry(
+            "Functional.linear.0.forward",
+            "input_args",
+            Value::Array(vec![Value::Float(0.1)]),
+            false,
+        ),
+        Record::Stack {
+            name: "Functional.linear.0.forward".into(),
+            frames: vec!["File a.py, line 1, in f, \n x".into()],
+        },
+        Record::Construct {
+            name: "Functional.linear.0.forward".into(),
+            parent: Some("Module.fc.Linear.forward.0".into()),
+        },
+        entry(
+            "Functional.linear.0.forward",
+            "output",
+            Value::Array(vec![Value::Float(f64::NAN)]),
+            false,
+        ),
+        entry(
+            "Module.fc.Linear.forward.0",
+            "output",
+            Value::Array(vec![Value::Int(-3)]),
+            true,
+        ),
+        Record::Stack {
+            name: "Module.fc.Linear.forward.0".into(),
+            frames: vec!["File a.py, line 1, in f, \n x".into()],
+        },
+        Record::Construct {
+            name: "Module.fc.Linear.forward.0".into(),
+            parent: None,
+        },
+        entry("Tmp.x.0.forward", "output", Value::Null, false),
+        Record::Remove {
+            name: "Tmp.x.0.forward".into(),
+        },
+        Record::Checkpoint,
+    ]
+}
+
+#[test]
+fn records_round_trip_through_encode_decode() {
+    for r in sample_records() {
+        let back = Record::decode(&r.encode()).expect("decodes");
+        assert_eq!(back, r);
+    }
+}
+
+#[test]
+fn replay_follows_msprobe_ordering() {
+    let mut s = DumpState::new();
+    for r in sample_records() {
+        s.apply(&r);
+    }
+    let keys: Vec<String> = s.data.keys().map(|k| k.to_string()).collect();
+    // The module moved behind the API it contains; the removed entry is gone.
+    assert_eq!(
+        keys,
+        ["Functional.linear.0.forward", "Module.fc.Linear.forward.0"]
+    );
+    let m = s.data.get("Module.fc.Linear.forward.0").unwrap();
+    let mk: Vec<String> = m
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(|k| k.to_string())
+        .collect();
+    assert_eq!(mk, ["input_args", "output"]);
+    // Both names share one frame list: one stack group.
+    let stack = s.stack_value();
+    let g = stack.get("0").unwrap().as_array().unwrap();
+    assert_eq!(g[0].as_array().unwrap().len(), 2);
+    assert!(stack.get("1").is_none());
+    assert_eq!(s.construct.len(), 2);
+}
+
+#[test]
+fn every_truncation_replays_a_prefix() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join(journal::FILE_NAME);
+    let recs = sample_records();
+    let mut w = JournalWriter::create(&path).unwrap();
+    let mut ends = vec![std::fs::metadata(&path).unwrap().len()];
+    for r in &recs {
+        w.append(r).unwrap();
+        ends.push(std::fs::metadata(&path).unwrap().len());
+    }
+    drop(w);
+    let bytes = std::fs::read(&path).unwrap();
+    for cut in 0..=bytes.len() {
+        let rp = journal::parse(&bytes[..cut], &path).unwrap();
+        let complete = ends
+            .iter()
+            .filter(|&&e| e as usize <= cut)
+            .count()
+            .saturating_sub(1);
+        assert_eq!(rp.records.len(), complete, "cut at {cut}");
+        assert_eq!(rp.records[..], recs[..complete]);
+    }
+}
+
+#[test]
+fn corrupt_frame_stops_replay_and_bad_magic_is_an_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join(journal::FILE_NAME);
+    let mut w = JournalWriter::create(&path).unwrap();
+    for r in sample_records() {
+        w.append(&r).unwrap();
+    }
+    drop(w);
+    let mut bytes = std::fs::read(&path).unwrap();
+    // Flip a byte inside the 3rd record's payload.
+    let mut at = 8usize;
+    for _ in 0..2 {
+        let len = u32::from_le_bytes(bytes[at..at + 4].try_into().unwrap()) as usize;
+        at += 8 + len;
+    }
+    bytes[at + 10] ^= 0x55;
+    let rp = journal::parse(&bytes, &path).unwrap();
+    assert_eq!(rp.records.len(), 2);
+    assert!(rp.ignored_tail > 0);
+    let err = journal::parse(b"NOTAJOURNALATALL", &path).unwrap_err();
+    assert!(err.to_string().contains("bad magic"), "{err}");
+}
+
+fn read_json(p: &Path) -> Value {
+    json::parse_file(p).unwrap()
+}
+
+#[test]
+fn recover_rebuilds_what_the_session_wrote() {
+    let root = tempfile::tempdir().unwrap();
+    let rank = root.path().join("step0").join("proc1");
+    let mut s = Session::create(&rank, meta()).unwrap();
+    for r in sample_records().into_iter().skip(1) {
+        s.record(r).unwrap();
+    }
+    s.write_json().unwrap();
+    let want: Vec<Vec<u8>> = ["dump.json", "stack.json", "construct.json"]
+        .iter()
+        .map(|f| std::fs::read(rank.join(f)).unwrap())
+        .collect();
+    drop(s);
+    for f in ["dump.json", "stack.json", "construct.json"] {
+        std::fs::remove_file(rank.join(f)).unwrap();
+    }
+    let rec = capture::recover(root.path()).unwrap();
+    assert_eq!(rec.len(), 1);
+    assert_eq!(rec[0].entries, 2);
+    for (f, w) in ["dump.json", "stack.json", "construct.json"]
+        .iter()
+        .zip(&want)
+    {
+        assert_eq!(&std::fs::read(rank.join(f)).unwrap(), w, "{f}");
+    }
+    // The files are what dumpfmt reads as a dump.
+    let d = dumpfmt::dump::DumpFile::open(&rank.join("dump.json")).unwrap();
+    assert_eq!(d.len(), 2);
+    assert_eq!(
+        read_json(&rank.join("construct.json"))
+            .as_object()
+            .unwrap()
+            .len(),
+        2
+    );
+}
+
+#[test]
+fn recover_without_journal_is_an_error() {
+    let root = tempfile::tempdir().unwrap();
+    let err = capture::recover(root.path()).unwrap_err();
+    assert!(err.to_string().contains("no journal"), "{err}");
+}

@@ -1,0 +1,29 @@
+//! `numprobe recover DIR`: rebuild dump.json, stack.json and construct.json of a capture that was
+//! killed, from the append-only journal in each rank directory at or below DIR.
+
+use super::CmdResult;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// A rank directory, a step directory or a whole dump root written by numprobe's capture.
+    pub dir: PathBuf,
+}
+
+pub fn run(args: Args) -> CmdResult {
+    for r in capture::recover(&args.dir)? {
+        let torn = if r.ignored_tail > 0 {
+            format!(", ignored a torn tail of {} bytes", r.ignored_tail)
+        } else {
+            String::new()
+        };
+        println!(
+            "{}: {} entries from {} journal records{torn}",
+            r.dir.display(),
+            r.entries,
+            r.records
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}

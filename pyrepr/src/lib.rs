@@ -1,0 +1,395 @@
+//! Python and numpy number formatting, exactly.
+//!
+//! msprobe's files are written by Python: `json.dump` prints floats with `repr(float)`, numpy
+//! scalars print with numpy's own rules, and CSVs go through Python's `csv` module (directly or
+//! via pandas). numprobe must reproduce those bytes, and before this crate existed dumpfmt,
+//! stats-gpu, ulp and compare each carried their own copy of the same digit layout code. This is
+//! a leaf crate (no numprobe crate below it, only `ryu`) so every crate, even the ones that may
+//! not depend on another numprobe crate, can share one tested implementation.
+//!
+//! - [`repr_f64`] / [`repr_f64_as`] / [`write_repr_f64`]: `repr(float)`, with [`NonFinite`]
+//!   choosing the `nan`/`inf` spelling of Python or the `NaN`/`Infinity` of Python's `json`
+//!   module. Checked against ~10k recorded CPython outputs, ties included.
+//! - [`str_f32`]: numpy's `str(np.float32(x))` (same as its `repr` in numpy 1.x).
+//! - [`shape_tuple`]: `repr()` of a tuple of ints (numpy shapes, `.npy` headers, msprobe CSVs).
+//! - [`csv_record`] / [`write_csv_record`]: one row as Python's `csv.writer` writes it with
+//!   `QUOTE_MINIMAL`; the line terminator is a parameter because it changes which fields get
+//!   quoted.
+
+/// How non-finite values are spelled.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NonFinite {
+    /// `nan`, `inf`, `-inf`: `repr()`, `str()` and f-strings.
+    Python,
+    /// `NaN`, `Infinity`, `-Infinity`: `json.dumps` (with its default `allow_nan=True`).
+    Json,
+}
+
+/// Where formatted text goes: a `String` or a byte buffer, so the JSON writer appends straight
+/// into its output without an intermediate allocation.
+pub trait Sink {
+    /// Appends ASCII text (all this crate writes).
+    fn push_ascii(&mut self, text: &[u8]);
+    /// Appends one ASCII byte.
+    fn push_byte(&mut self, byte: u8);
+}
+
+impl Sink for String {
+    #[inline]
+    fn push_ascii(&mut self, text: &[u8]) {
+        self.extend(text.iter().map(|&b| char::from(b)));
+    }
+    #[inline]
+    fn push_byte(&mut self, byte: u8) {
+        self.push(char::from(byte));
+    }
+}
+
+impl Sink for Vec<u8> {
+    #[inline]
+    fn push_ascii(&mut self, text: &[u8]) {
+        self.extend_from_slice(text);
+    }
+    #[inline]
+    fn push_byte(&mut self, byte: u8) {
+        self.push(byte);
+    }
+}
+
+/// Python's `repr(x)` for a float: `nan`, `inf`, `-inf` for non-finite values.
+pub fn repr_f64(x: f64) -> String {
+    repr_f64_as(x, NonFinite::Python)
+}
+
+/// `repr(x)` with the chosen non-finite spelling ([`NonFinite::Json`]: what `json.dumps` writes).
+pub fn repr_f64_as(x: f64, non_finite: NonFinite) -> String {
+    let mut out = String::with_capacity(24);
+    write_repr_f64(x, non_finite, &mut out);
+    out
+}
+
+/// Appends Python's `repr(x)` with the chosen non-finite spelling: shortest round-trip digits,
+/// scientific (`1e-05`, `1.5e+16`) iff the decimal exponent is < -4 or >= 16, else positional
+/// with `.0` on integral values.
+pub fn write_repr_f64<S: Sink + ?Sized>(x: f64, non_finite: NonFinite, out: &mut S) {
+    if !x.is_finite() {
+        out.push_ascii(non_finite_text(x.is_nan(), x > 0.0, non_finite));
+        return;
+    }
+    let mut ryu_buf = ryu::Buffer::new();
+    let digits = Digits::parse(ryu_buf.format_finite(x.abs()).as_bytes());
+    let scientific = !(-4..16).contains(&digits.exp10);
+    layout(out, x.is_sign_negative(), &digits, scientific);
+}
+
+/// numpy's `str(np.float32(x))`: shortest digits that round-trip through float32, positional
+/// iff `1e-4 <= |x| < 1e16` (or zero) by the value itself, not by its digits; so the float32
+/// just below 1e-4 prints `1e-04`, where `repr(float)` would say `0.0001`.
+pub fn str_f32(x: f32) -> String {
+    let mut out = String::with_capacity(16);
+    write_str_f32(x, &mut out);
+    out
+}
+
+/// Appends [`str_f32`]'s text.
+pub fn write_str_f32<S: Sink + ?Sized>(x: f32, out: &mut S) {
+    if !x.is_finite() {
+        out.push_ascii(non_finite_text(x.is_nan(), x > 0.0, NonFinite::Python));
+        return;
+    }
+    let mut ryu_buf = ryu::Buffer::new();
+    let digits = Digits::parse(ryu_buf.format_finite(x.abs()).as_bytes());
+    let abs = x.abs();
+    let scientific = !(abs == 0.0 || (1e-4..1e16).contains(&f64::from(abs)));
+    layout(out, x.is_sign_negative(), &digits, scientific);
+}
+
+fn non_finite_text(nan: bool, positive: bool, spelling: NonFinite) -> &'static [u8] {
+    match (spelling, nan, positive) {
+        (NonFinite::Python, true, _) => b"nan",
+        (NonFinite::Python, false, true) => b"inf",
+        (NonFinite::Python, false, false) => b"-inf",
+        (NonFinite::Json, true, _) => b"NaN",
+        (NonFinite::Json, false, true) => b"Infinity",
+        (NonFinite::Json, false, false) => b"-Infinity",
+    }
+}
+
+/// Significant decimal digits of a non-negative value and the decimal exponent of the first:
+/// value = d1.d2d3... × 10^exp10. Zero is the single digit `0` with exponent 0.
+struct Digits {
+    buf: [u8; 32],
+    len: usize,
+    exp10: i32,
+}
+
+impl Digits {
+    /// Reads ryu's output, whichever of its layouts (`123.45`, `0.00012`, `1.5e16`,
+    /// `1e-7`, `100000.0`) it chose. ryu's digits are the ones Python and numpy print: the
+    /// fewest that round-trip, of those the closest to the exact value, an exact tie going to
+    /// the even digit (the recorded tables in tests/ check all three).
+    #[inline]
+    fn parse(text: &[u8]) -> Digits {
+        // Locals, not fields, so the loop keeps them in registers (the JSON writer's hot path).
+        let mut buf = [0u8; 32];
+        let mut len = 0usize;
+        let mut mantissa_digits = 0i32;
+        let mut point_at: Option<i32> = None; // mantissa digits before the '.'
+        let mut leading_zeros = 0i32; // zeros before the first significant digit
+        let mut exp = 0i32;
+        for (i, &c) in text.iter().enumerate() {
+            match c {
+                b'0'..=b'9' => {
+                    mantissa_digits += 1;
+                    if len == 0 && c == b'0' {
+                        leading_zeros += 1;
+                    } else if len < buf.len() {
+                        buf[len] = c;
+                        len += 1;
+                    }
+                }
+                b'.' => point_at = Some(mantissa_digits),
+                b'e' | b'E' => {
+                    exp = parse_exponent(&text[i + 1..]);
+                    break;
+                }
+                _ => {}
+            }
+        }
+        while len > 0 && buf[len - 1] == b'0' {
+            len -= 1;
+        }
+        if len == 0 {
+            buf[0] = b'0';
+            return Digits {
+                buf,
+                len: 1,
+                exp10: 0,
+            };
+        }
+        let int_len = point_at.unwrap_or(mantissa_digits);
+        Digits {
+            buf,
+            len,
+            exp10: exp + int_len - 1 - leading_zeros,
+        }
+    }
+
+    #[inline]
+    fn digits(&self) -> &[u8] {
+        &self.buf[..self.len]
+    }
+}
+
+#[inline]
+fn parse_exponent(text: &[u8]) -> i32 {
+    let (negative, magnitude) = match text.first() {
+        Some(b'-') => (true, &text[1..]),
+        Some(b'+') => (false, &text[1..]),
+        _ => (false, text),
+    };
+    let value = magnitude
+        .iter()
+        .filter(|c| c.is_ascii_digit())
+        .fold(0i32, |acc, &c| acc * 10 + i32::from(c - b'0'));
+    if negative { -value } else { value }
+}
+
+const ZEROS: [u8; 24] = [b'0'; 24];
+
+/// Appends Python's layout of digits: `d.ddde±XX` (at least two exponent digits) or positional,
+/// where an integral value keeps a `.0`. Writes straight into `out`: this is the JSON writer's
+/// inner loop.
+fn layout<S: Sink + ?Sized>(out: &mut S, negative: bool, d: &Digits, scientific: bool) {
+    let digits = d.digits();
+    if negative {
+        out.push_byte(b'-');
+    }
+    let exp10 = d.exp10;
+    if scientific {
+        out.push_byte(digits[0]);
+        if digits.len() > 1 {
+            out.push_byte(b'.');
+            out.push_ascii(&digits[1..]);
+        }
+        let e = exp10.unsigned_abs();
+        let sign = if exp10 < 0 { b'-' } else { b'+' };
+        let tail = [
+            b'e',
+            sign,
+            b'0' + (e / 100) as u8,
+            b'0' + (e / 10 % 10) as u8,
+            b'0' + (e % 10) as u8,
+        ];
+        // Two exponent digits at least, three when needed (`1e+300`).
+        if e >= 100 {
+            out.push_ascii(&tail);
+        } else {
+            out.push_ascii(&[tail[0], tail[1], tail[3], tail[4]]);
+        }
+    } else if exp10 < 0 {
+        // At most three zeros after the point (exponent >= -4).
+        out.push_ascii(b"0.");
+        out.push_ascii(&ZEROS[..(-exp10 - 1) as usize]);
+        out.push_ascii(digits);
+    } else {
+        // int_len <= 16 (exponent < 16), so the zero padding fits ZEROS.
+        let int_len = exp10 as usize + 1;
+        if digits.len() <= int_len {
+            out.push_ascii(digits);
+            out.push_ascii(&ZEROS[..int_len - digits.len()]);
+            out.push_ascii(b".0");
+        } else {
+            out.push_ascii(&digits[..int_len]);
+            out.push_byte(b'.');
+            out.push_ascii(&digits[int_len..]);
+        }
+    }
+}
+
+/// Python's `repr()` (same as `str()`) of a tuple of ints, which is how numpy shapes print:
+/// `()`, `(3,)`, `(2, 3)`.
+pub fn shape_tuple(shape: &[usize]) -> String {
+    use std::fmt::Write as _;
+    let mut out = String::from("(");
+    for (i, d) in shape.iter().enumerate() {
+        if i > 0 {
+            out.push_str(", ");
+        }
+        let _ = write!(out, "{d}");
+    }
+    if shape.len() == 1 {
+        out.push(',');
+    }
+    out.push(')');
+    out
+}
+
+/// One CSV record as Python's `csv.writer` writes it (excel dialect, `QUOTE_MINIMAL`), ended by
+/// `line_end`: `"\r\n"` for `csv.writer`'s default, `"\n"` for pandas' `to_csv` on Linux.
+pub fn csv_record<I>(fields: I, line_end: &str) -> String
+where
+    I: IntoIterator,
+    I::Item: AsRef<str>,
+{
+    let mut out = String::new();
+    write_csv_record(fields, line_end, &mut out);
+    out
+}
+
+/// Appends [`csv_record`]'s text. A field is quoted iff it holds the delimiter `,`, the quote
+/// `"` (doubled inside) or a character of `line_end`; so with `"\n"` a lone `\r` stays bare, as
+/// Python's csv module does. A record that is one empty field is written `""`, so that it still
+/// reads back as one field.
+pub fn write_csv_record<I>(fields: I, line_end: &str, out: &mut String)
+where
+    I: IntoIterator,
+    I::Item: AsRef<str>,
+{
+    let start = out.len();
+    let mut count = 0usize;
+    for field in fields {
+        if count > 0 {
+            out.push(',');
+        }
+        count += 1;
+        let field = field.as_ref();
+        if field.contains(|c: char| c == ',' || c == '"' || line_end.contains(c)) {
+            out.push('"');
+            for (i, part) in field.split('"').enumerate() {
+                if i > 0 {
+                    out.push_str("\"\"");
+                }
+                out.push_str(part);
+            }
+            out.push('"');
+        } else {
+            out.push_str(field);
+        }
+    }
+    if count == 1 && out.len() == start {
+        out.push_str("\"\"");
+    }
+    out.push_str(line_end);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn repr_layouts() {
+        for (x, want) in [
+            (0.0, "0.0"),
+            (-0.0, "-0.0"),
+            (3.0, "3.0"),
+            (100.0, "100.0"),
+            (0.1, "0.1"),
+            (-2.25, "-2.25"),
+            (1e-5, "1e-05"),
+            (1.5e-5, "1.5e-05"),
+            (0.0001, "0.0001"),
+            (0.00012345, "0.00012345"),
+            (1e15, "1000000000000000.0"),
+            (9999999999999998.0, "9999999999999998.0"),
+            (1e16, "1e+16"),
+            (1.5e16, "1.5e+16"),
+            (1e22, "1e+22"),
+            (1e300, "1e+300"),
+            (f64::MAX, "1.7976931348623157e+308"),
+            (-5e-324, "-5e-324"),
+            (1.5497207641601562e-06, "1.5497207641601562e-06"),
+        ] {
+            assert_eq!(repr_f64(x), want, "{x:e}");
+        }
+    }
+
+    #[test]
+    fn non_finite_spellings() {
+        let json = |x: f64| {
+            let mut v = Vec::new();
+            write_repr_f64(x, NonFinite::Json, &mut v);
+            String::from_utf8(v).unwrap()
+        };
+        assert_eq!(json(f64::NAN), "NaN");
+        assert_eq!(json(-f64::NAN), "NaN");
+        assert_eq!(json(f64::INFINITY), "Infinity");
+        assert_eq!(json(f64::NEG_INFINITY), "-Infinity");
+        assert_eq!(json(0.5), "0.5");
+        assert_eq!(repr_f64(f64::NAN), "nan");
+        assert_eq!(repr_f64(f64::NEG_INFINITY), "-inf");
+        assert_eq!(str_f32(f32::INFINITY), "inf");
+    }
+
+    #[test]
+    fn float32_switches_on_value() {
+        assert_eq!(str_f32(1e-4), "1e-04");
+        assert_eq!(str_f32(0.0001001), "0.0001001");
+        assert_eq!(str_f32(1e16), "1e+16");
+        assert_eq!(str_f32(123456789.0), "123456790.0");
+        assert_eq!(str_f32(-0.0), "-0.0");
+    }
+
+    #[test]
+    fn shapes_print_as_tuples() {
+        assert_eq!(shape_tuple(&[]), "()");
+        assert_eq!(shape_tuple(&[5]), "(5,)");
+        assert_eq!(shape_tuple(&[2, 3, 0]), "(2, 3, 0)");
+    }
+
+    #[test]
+    fn csv_quoting_depends_on_line_end() {
+        let fields = ["a", "(3,)", "x\ny", "q\"", "r\rs", ""];
+        assert_eq!(
+            csv_record(fields, "\r\n"),
+            "a,\"(3,)\",\"x\ny\",\"q\"\"\",\"r\rs\",\r\n"
+        );
+        assert_eq!(
+            csv_record(fields, "\n"),
+            "a,\"(3,)\",\"x\ny\",\"q\"\"\",r\rs,\n"
+        );
+        assert_eq!(csv_record([""], "\r\n"), "\"\"\r\n");
+        assert_eq!(csv_record(["", ""], "\n"), ",\n");
+        assert_eq!(csv_record(Vec::<String>::new(), "\n"), "\n");
+    }
+}
