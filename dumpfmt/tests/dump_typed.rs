@@ -8,12 +8,8 @@ use dumpfmt::dump::{self, Checksum, DumpFile, Record, Stat};
 use dumpfmt::json::{self, Map, Value};
 use dumpfmt::names::{Category, EntryName, Framework};
 
-fn shared() -> PathBuf {
-    match std::env::var_os("NUMPROBE_SHARED") {
-        Some(p) => PathBuf::from(p),
-        None => Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared"),
-    }
-}
+mod common;
+use common::shared;
 
 fn h200(s: &str) -> PathBuf {
     shared().join("fixtures/msprobe-26.2.0-torch-h200").join(s)

@@ -6,12 +6,8 @@ use dumpfmt::Error;
 use dumpfmt::dump::DumpFile;
 use dumpfmt::json::{self, Str, Value};
 
-fn shared() -> PathBuf {
-    match std::env::var_os("NUMPROBE_SHARED") {
-        Some(p) => PathBuf::from(p),
-        None => Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared"),
-    }
-}
+mod common;
+use common::shared;
 
 fn l1_statistics() -> (PathBuf, String) {
     let p = shared()

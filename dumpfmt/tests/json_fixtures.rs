@@ -8,12 +8,8 @@ use dumpfmt::dump::DumpFile;
 use dumpfmt::json;
 use dumpfmt::stack::StackFile;
 
-fn shared() -> PathBuf {
-    match std::env::var_os("NUMPROBE_SHARED") {
-        Some(p) => PathBuf::from(p),
-        None => Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared"),
-    }
-}
+mod common;
+use common::shared;
 
 fn json_files(dir: &Path, out: &mut Vec<PathBuf>) {
     let mut entries: Vec<_> = std::fs::read_dir(dir)

@@ -1,15 +1,11 @@
 //! Finding steps, ranks and files from any starting level.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use dumpfmt::layout::{Layout, RankId, discover, parse_step};
 
-fn shared() -> PathBuf {
-    match std::env::var_os("NUMPROBE_SHARED") {
-        Some(p) => PathBuf::from(p),
-        None => Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared"),
-    }
-}
+mod common;
+use common::shared;
 
 #[test]
 fn names() {

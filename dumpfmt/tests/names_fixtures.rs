@@ -1,19 +1,13 @@
 //! Every entry name and tensor file name in the fixtures follows the grammar and rebuilds to
 //! itself.
 
-use std::path::{Path, PathBuf};
-
 use dumpfmt::construct::ConstructFile;
 use dumpfmt::dump::DumpFile;
 use dumpfmt::layout::discover;
 use dumpfmt::names::{Category, EntryName, parse_data_name, tensor_data_name};
 
-fn shared() -> PathBuf {
-    match std::env::var_os("NUMPROBE_SHARED") {
-        Some(p) => PathBuf::from(p),
-        None => Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared"),
-    }
-}
+mod common;
+use common::shared;
 
 fn rank_dirs() -> Vec<dumpfmt::layout::RankDir> {
     let fx = shared().join("fixtures");

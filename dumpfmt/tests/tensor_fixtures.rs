@@ -9,27 +9,8 @@ use std::process::{Command, Stdio};
 
 use dumpfmt::tensor::{read_info, read_tensor};
 
-fn shared() -> PathBuf {
-    std::env::var_os("NUMPROBE_SHARED")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared"))
-}
-
-fn python() -> PathBuf {
-    let py = std::env::var_os("NUMPROBE_PYTHON")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from("/var/cache/numprobe/venv/bin/python"));
-    let ok = Command::new(&py)
-        .args(["-c", "import torch, numpy"])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    assert!(
-        ok,
-        "cannot run {} with torch and numpy; set NUMPROBE_PYTHON",
-        py.display()
-    );
-    py
-}
+mod common;
+use common::{python, shared};
 
 fn collect(dir: &Path, out: &mut Vec<PathBuf>) {
     for e in std::fs::read_dir(dir).unwrap() {

@@ -14,21 +14,8 @@ use std::process::Command;
 use dumpfmt::tensor::{FileInfo, TensorRef, inspect, read_info, read_tensor};
 use dumpfmt::{DType, Error, npy, pt};
 
-fn python() -> PathBuf {
-    let py = std::env::var_os("NUMPROBE_PYTHON")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from("/var/cache/numprobe/venv/bin/python"));
-    let ok = Command::new(&py)
-        .args(["-c", "import torch, numpy"])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    assert!(
-        ok,
-        "cannot run {} with torch and numpy; set NUMPROBE_PYTHON to a Python that has them",
-        py.display()
-    );
-    py
-}
+mod common;
+use common::python;
 
 fn script(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))

@@ -6,12 +6,8 @@ use std::path::{Path, PathBuf};
 use dumpfmt::json::{self, Map, Value};
 use dumpfmt::validate::{Report, validate};
 
-fn shared() -> PathBuf {
-    match std::env::var_os("NUMPROBE_SHARED") {
-        Some(p) => PathBuf::from(p),
-        None => Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared"),
-    }
-}
+mod common;
+use common::shared;
 
 /// A copy of a small PyTorch tensor-mode rank dir (12 `.pt` files) under `root/step0/proc1`.
 fn copy_rank() -> (tempfile::TempDir, PathBuf) {

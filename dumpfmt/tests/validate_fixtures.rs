@@ -1,15 +1,11 @@
 //! `validate` accepts every dump msprobe wrote for the fixtures and the upstream samples.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use dumpfmt::validate::validate;
 
-fn shared() -> PathBuf {
-    match std::env::var_os("NUMPROBE_SHARED") {
-        Some(p) => PathBuf::from(p),
-        None => Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared"),
-    }
-}
+mod common;
+use common::shared;
 
 fn dump_roots() -> Vec<PathBuf> {
     let fx = shared().join("fixtures");
