@@ -5,6 +5,8 @@
 pub mod check;
 pub mod elem;
 pub mod fused;
+#[cfg(feature = "gpu")]
+pub mod gpu;
 pub mod metrics;
 pub mod precision_compare;
 pub mod pyfmt;

@@ -11,6 +11,7 @@
 
 mod batch;
 mod context;
+mod pair_kernel;
 mod resident;
 mod stats_kernel;
 mod stream;
@@ -20,6 +21,7 @@ use std::sync::{Mutex, MutexGuard, OnceLock};
 
 use crate::{ElemType, Partials, TensorView};
 
+pub use pair_kernel::{PAIR_SUM_REL_TOL, PairParams, PairPartials};
 pub use resident::GpuTensor;
 pub use timing::CopyTiming;
 /// The wgpu this crate was built with, for [`Gpu::adapter_info`], [`Gpu::device`] and the like.
@@ -77,6 +79,8 @@ const MAX_CHUNK: u64 = 1 << 30;
 pub struct Gpu {
     ctx: context::Context,
     kernels: stats_kernel::Kernels,
+    /// The (bench, device) pair kernel, compiled on first use.
+    pair_kernel: OnceLock<pair_kernel::PairKernel>,
     chunk_bytes: u64,
     workgroups: u32,
     /// Staging ring and record buffers, reused across calls; one user at a time.
@@ -139,6 +143,7 @@ impl Gpu {
         Ok(Gpu {
             ctx,
             kernels,
+            pair_kernel: OnceLock::new(),
             chunk_bytes,
             workgroups,
             state: Mutex::new(stream::State::default()),
@@ -174,6 +179,25 @@ impl Gpu {
             *state = stream::State::default();
         }
         result
+    }
+
+    /// Error counts, error maxima and sums and fp32 ULP statistics of a (bench, device) pair
+    /// in one pass over both arrays (see [`PairPartials`]); lengths beyond the shorter are
+    /// ignored.
+    pub fn pair_partials(
+        &self,
+        bench: &[f32],
+        device: &[f32],
+        params: &PairParams,
+    ) -> Result<PairPartials, GpuError> {
+        // One user of the device's queue at a time, like the other entry points.
+        let _state = self.lock_state();
+        pair_kernel::pair_partials(self, bench, device, params)
+    }
+
+    fn pair(&self) -> &pair_kernel::PairKernel {
+        self.pair_kernel
+            .get_or_init(|| pair_kernel::PairKernel::new(&self.ctx.device))
     }
 
     pub fn adapter_info(&self) -> &wgpu::AdapterInfo {
