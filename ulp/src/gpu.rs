@@ -20,37 +20,6 @@ use crate::elem::Elem;
 use crate::elem::FloatKind;
 use crate::fused::{DeviceFamily, Params};
 
-/// The GPU-computed subset of the fused statistics (field meanings as in `FusedStats`).
-#[derive(Clone, Debug, PartialEq)]
-pub struct GpuFused {
-    pub n: usize,
-    pub max_abs_err: f32,
-    pub lt_hundredth: u64,
-    pub lt_thousandth: u64,
-    pub lt_ten_thousandth: u64,
-    pub inf_nan: u64,
-    pub small: u64,
-    pub small_err_benchmark: u64,
-    pub small_err_threshold: u64,
-    pub normal_rel_err: u64,
-    pub acc_small: u64,
-    pub acc_small_err: u64,
-    pub acc_normal: u64,
-    pub acc_normal_rel_err: u64,
-    pub up: u64,
-    pub down: u64,
-    pub not_equal: u64,
-    pub sum_sq: f64,
-    pub max_rel: f32,
-    pub rel_valid: u64,
-    pub rel_sum: f64,
-    pub max_ulp: f64,
-    pub sum_ulp: f64,
-    pub ulp_over: u64,
-    pub inf_nan_fail_rtol: u64,
-    pub inf_nan_fail_bound: u64,
-}
-
 /// Per biased float32 exponent, the lowest mantissa whose `floor(log2|x|)` (as this crate's
 /// CPU path computes it) is one above the exponent; 0x800000 where none is. `None` if that
 /// set is not a contiguous top range of the binade (then a table cannot express it).
@@ -115,45 +84,14 @@ pub fn pair_params_f32(chunk_elems: usize) -> Result<PairParams, GpuFusedError> 
     })
 }
 
-/// The fused statistics of an fp32 (bench, device) pair, computed on `gpu`.
+/// The GPU-computed subset of the fused statistics of an fp32 (bench, device) pair; field
+/// meanings as in `FusedStats` (maxima in f64, exactly the f32 values the CPU path gives).
 pub fn gpu_fused_f32(
     gpu: &Gpu,
     bench: &[f32],
     device: &[f32],
     chunk_elems: usize,
-) -> Result<GpuFused, GpuFusedError> {
+) -> Result<PairPartials, GpuFusedError> {
     let params = pair_params_f32(chunk_elems)?;
-    Ok(from_partials(&gpu.pair_partials(bench, device, &params)?))
-}
-
-/// Turns the kernel's partials into the fused statistics' fields.
-pub fn from_partials(p: &PairPartials) -> GpuFused {
-    GpuFused {
-        n: p.n as usize,
-        max_abs_err: p.max_abs_err as f32,
-        lt_hundredth: p.lt_hundredth,
-        lt_thousandth: p.lt_thousandth,
-        lt_ten_thousandth: p.lt_ten_thousandth,
-        inf_nan: p.inf_nan,
-        small: p.small,
-        small_err_benchmark: p.small_err_benchmark,
-        small_err_threshold: p.small_err_threshold,
-        normal_rel_err: p.normal_rel_err,
-        acc_small: p.acc_small,
-        acc_small_err: p.acc_small_err,
-        acc_normal: p.acc_normal,
-        acc_normal_rel_err: p.acc_normal_rel_err,
-        up: p.up,
-        down: p.down,
-        not_equal: p.not_equal,
-        sum_sq: p.sum_sq,
-        max_rel: p.max_rel as f32,
-        rel_valid: p.rel_valid,
-        rel_sum: p.rel_sum,
-        max_ulp: p.max_ulp,
-        sum_ulp: p.sum_ulp,
-        ulp_over: p.ulp_over,
-        inf_nan_fail_rtol: p.inf_nan_fail_rtol,
-        inf_nan_fail_bound: p.inf_nan_fail_bound,
-    }
+    Ok(gpu.pair_partials(bench, device, &params)?)
 }

@@ -5,9 +5,9 @@
 use std::sync::OnceLock;
 
 use proptest::prelude::*;
-use stats_gpu::gpu::{Gpu, GpuError, GpuOptions, PAIR_SUM_REL_TOL};
+use stats_gpu::gpu::{Gpu, GpuError, GpuOptions, PAIR_SUM_REL_TOL, PairPartials};
 use ulp::fused::{DeviceFamily, FusedStats, Params, fused_stats};
-use ulp::gpu::{GpuFused, gpu_fused_f32};
+use ulp::gpu::gpu_fused_f32;
 
 /// This binary's Gpu. No adapter fails the test unless NUMPROBE_ALLOW_NO_GPU=1.
 fn gpu() -> Option<&'static Gpu> {
@@ -53,7 +53,7 @@ fn close(gpu: f64, cpu: f64, tol: f64) -> bool {
     (gpu - cpu).abs() <= tol * gpu.abs().max(cpu.abs())
 }
 
-fn check(g: &GpuFused, c: &FusedStats<f32, f64>) {
+fn check(g: &PairPartials, c: &FusedStats<f32, f64>) {
     let counts = [
         ("lt_hundredth", g.lt_hundredth, c.lt_hundredth),
         ("lt_thousandth", g.lt_thousandth, c.lt_thousandth),
@@ -102,15 +102,15 @@ fn check(g: &GpuFused, c: &FusedStats<f32, f64>) {
     for (name, gv, cv) in counts {
         assert_eq!(gv, cv, "{name}");
     }
-    assert_eq!(g.n, c.n);
+    assert_eq!(g.n as usize, c.n);
     assert!(
-        same_f32(g.max_abs_err, c.max_abs_err),
+        same_f32(g.max_abs_err as f32, c.max_abs_err),
         "max_abs_err {} vs {}",
         g.max_abs_err,
         c.max_abs_err
     );
     assert!(
-        same_f32(g.max_rel, c.max_rel),
+        same_f32(g.max_rel as f32, c.max_rel),
         "max_rel {} vs {}",
         g.max_rel,
         c.max_rel
