@@ -814,6 +814,16 @@ fn scalar_metrics(n: &RawTensor, b: &RawTensor, nk: Kind, bk: Kind) -> TensorRes
 mod tests {
     use super::*;
 
+    /// An in-memory (not mapped) tensor over `bytes`.
+    fn raw<'a>(dtype: ElemDtype, shape: &'a [usize], bytes: &'a [u8]) -> RawTensor<'a> {
+        RawTensor {
+            dtype,
+            shape,
+            bytes,
+            mapped: false,
+        }
+    }
+
     fn bytes_f32(v: &[f32]) -> Vec<u8> {
         v.iter().flat_map(|x| x.to_le_bytes()).collect()
     }
@@ -875,18 +885,8 @@ mod tests {
         let shape = [len];
         let (xb, yb) = (bytes_f32(&x), bytes_f32(&y));
         let got = compare_tensors(
-            &RawTensor {
-                dtype: ElemDtype::F32,
-                shape: &shape,
-                bytes: &xb,
-                mapped: false,
-            },
-            &RawTensor {
-                dtype: ElemDtype::F32,
-                shape: &shape,
-                bytes: &yb,
-                mapped: false,
-            },
+            &raw(ElemDtype::F32, &shape, &xb),
+            &raw(ElemDtype::F32, &shape, &yb),
         );
         let want = reference(&x, &y);
         let Cell::Float(cos) = got.values[0] else {
@@ -906,18 +906,8 @@ mod tests {
         y[3 * CHUNK + 3] = f32::NAN;
         let yb = bytes_f32(&y);
         let got = compare_tensors(
-            &RawTensor {
-                dtype: ElemDtype::F32,
-                shape: &shape,
-                bytes: &xb,
-                mapped: false,
-            },
-            &RawTensor {
-                dtype: ElemDtype::F32,
-                shape: &shape,
-                bytes: &yb,
-                mapped: false,
-            },
+            &raw(ElemDtype::F32, &shape, &xb),
+            &raw(ElemDtype::F32, &shape, &yb),
         );
         assert_eq!(got.values[0], Cell::s("N/A"));
         assert!(got.error_flag);
