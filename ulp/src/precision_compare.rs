@@ -567,6 +567,33 @@ fn is_fp8_or_hif8(dtype: &str) -> bool {
     )
 }
 
+/// The standards judged by one NPU column alone (binary consistency, thousandth): the value and
+/// its status go to their slots, and the status is the row's result.
+fn single_metric_verdict(
+    npu: &Row<'_>,
+    out: &mut DetailsRow,
+    standard: Standard,
+    (column, value_slot, status_slot): (&str, Slot, Slot),
+    passes: fn(f64) -> bool,
+    error_message: &str,
+) -> Result<&'static str, String> {
+    let cell = npu.get(column)?;
+    let status = if passes(convert_to_float(cell)?) {
+        "pass"
+    } else {
+        "error"
+    };
+    out.set(value_slot, cell.to_pyval());
+    out.set_str(status_slot, status);
+    out.set_str(Slot::Result, status);
+    out.set_str(Slot::Algorithm, standard.algorithm_name());
+    out.set_str(
+        Slot::Message,
+        if status == "error" { error_message } else { "" },
+    );
+    Ok(status)
+}
+
 fn ulp_verdict(
     npu: &Row<'_>,
     gpu: &Row<'_>,
@@ -680,48 +707,22 @@ fn standard_verdict(
     match standard {
         Standard::Benchmark => benchmark_verdict(npu, gpu, dtype, api_name, out),
         Standard::Ulp => ulp_verdict(npu, gpu, dtype, out),
-        Standard::BinaryConsistency => {
-            let cell = npu.get(COL_ERROR_RATE)?;
-            let status = if convert_to_float(cell)? == 0.0 {
-                "pass"
-            } else {
-                "error"
-            };
-            out.set(Slot::ErrorRate, cell.to_pyval());
-            out.set_str(Slot::ErrorRateStatus, status);
-            out.set_str(Slot::Result, status);
-            out.set_str(Slot::Algorithm, standard.algorithm_name());
-            out.set_str(
-                Slot::Message,
-                if status == "error" {
-                    "ERROR: 二进制一致错误率超过阈值\n"
-                } else {
-                    ""
-                },
-            );
-            Ok(status)
-        }
-        Standard::Thousandth => {
-            let cell = npu.get(COL_THOUSANDTH)?;
-            let status = if convert_to_float(cell)? >= 0.999 {
-                "pass"
-            } else {
-                "error"
-            };
-            out.set(Slot::Thousandth, cell.to_pyval());
-            out.set_str(Slot::ThousandthStatus, status);
-            out.set_str(Slot::Result, status);
-            out.set_str(Slot::Algorithm, standard.algorithm_name());
-            out.set_str(
-                Slot::Message,
-                if status == "error" {
-                    "ERROR: 双千指标不达标\n"
-                } else {
-                    ""
-                },
-            );
-            Ok(status)
-        }
+        Standard::BinaryConsistency => single_metric_verdict(
+            npu,
+            out,
+            standard,
+            (COL_ERROR_RATE, Slot::ErrorRate, Slot::ErrorRateStatus),
+            |rate| rate == 0.0,
+            "ERROR: 二进制一致错误率超过阈值\n",
+        ),
+        Standard::Thousandth => single_metric_verdict(
+            npu,
+            out,
+            standard,
+            (COL_THOUSANDTH, Slot::Thousandth, Slot::ThousandthStatus),
+            |ratio| ratio >= 0.999,
+            "ERROR: 双千指标不达标\n",
+        ),
         Standard::AbsoluteThreshold => {
             let (statuses, overall) = absolute_rates(npu, out)?;
             let mut message = String::new();
