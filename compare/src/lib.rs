@@ -2,7 +2,7 @@
 //! where they first diverge.
 //!
 //! Layers: [`model`] (dump.json -> rows), [`matching`] (pairing rows), [`stats_diff`],
-//! [`tensor`] (metrics), [`judge`] (Result/Err_message), [`table`] (result table and CSV),
+//! [`tensor`] (metrics), [`judge`] (Result/Err_message), [`table`] (result table and CSV), [`xlsx`],
 //! [`divergence`] (summary and first divergence), [`run`] (directories, files, CLI entry).
 
 pub mod cell;
@@ -16,6 +16,7 @@ pub mod run;
 pub mod stats_diff;
 pub mod table;
 pub mod tensor;
+pub mod xlsx;
 
 pub use error::{Error, Result};
 pub use run::{CompareOptions, CompareOutcome, compare_dumps, run};

@@ -36,12 +36,14 @@ pub struct CompareOptions {
     pub api_mapping: Option<PathBuf>,
     pub step: Option<u64>,
     pub rank: Option<u64>,
-    /// `YYYYMMDDHHMMSS` for the file name; now (UTC) when `None`.
+    /// `YYYYMMDDHHMMSS` for the file name; now (local time) when `None`.
     pub timestamp: Option<String>,
     /// Relative tolerance for the first-divergence analysis (0 = exact).
     pub tolerance: f64,
     /// The pandas generation whose statistics-diff numerics to reproduce.
     pub pandas: PandasCompat,
+    /// Write the table as `compare_result_{timestamp}.xlsx` instead of CSV (msprobe's `--xlsx`).
+    pub xlsx: bool,
     /// Reuse the tensor rows an interrupted run of the same comparison left in
     /// `out_dir/compare_progress.tsv` (tensor mode; the journal is always written).
     pub resume: bool,
@@ -50,7 +52,8 @@ pub struct CompareOptions {
 /// What a run produced.
 #[derive(Clone, Debug)]
 pub struct CompareOutcome {
-    pub csv_path: PathBuf,
+    /// The result table: `compare_result_{timestamp}.csv`, or `.xlsx` when asked.
+    pub table_path: PathBuf,
     pub summary_path: PathBuf,
     /// The summary.md text (also for the terminal).
     pub summary_text: String,
@@ -206,12 +209,42 @@ fn read_json(path: &Path) -> Result<Value> {
     Ok(dumpfmt::json::parse_file(path)?)
 }
 
-/// `YYYYMMDDHHMMSS` of now, UTC.
+/// `YYYYMMDDHHMMSS` of now in local time, as msprobe names its files (UTC where the local
+/// zone cannot be read).
 pub fn timestamp_now() -> String {
     let secs = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_secs())
         .unwrap_or(0);
+    #[cfg(unix)]
+    if let Some(ts) = local_timestamp(secs) {
+        return ts;
+    }
+    utc_timestamp(secs)
+}
+
+#[cfg(unix)]
+fn local_timestamp(secs: u64) -> Option<String> {
+    let t = libc::time_t::try_from(secs).ok()?;
+    // SAFETY: an all-zero `tm` is a valid value; localtime_r only writes into it.
+    let mut tm: libc::tm = unsafe { std::mem::zeroed() };
+    // SAFETY: both pointers are valid for the call; localtime_r is the thread-safe variant.
+    if unsafe { libc::localtime_r(&t, &mut tm) }.is_null() {
+        return None;
+    }
+    Some(format!(
+        "{:04}{:02}{:02}{:02}{:02}{:02}",
+        tm.tm_year + 1900,
+        tm.tm_mon + 1,
+        tm.tm_mday,
+        tm.tm_hour,
+        tm.tm_min,
+        tm.tm_sec
+    ))
+}
+
+/// `YYYYMMDDHHMMSS` of `secs` since the epoch, UTC.
+pub fn utc_timestamp(secs: u64) -> String {
     let (days, rem) = ((secs / 86400) as i64, secs % 86400);
     // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
     let z = days + 719468;
@@ -288,10 +321,17 @@ pub fn run(opts: &CompareOptions, progress: &dyn Progress) -> Result<CompareOutc
 
     std::fs::create_dir_all(&opts.out_dir).map_err(|e| Error::io(&opts.out_dir, e))?;
     let ts = opts.timestamp.clone().unwrap_or_else(timestamp_now);
-    let csv_path = opts.out_dir.join(format!("compare_result_{ts}.csv"));
-    std::fs::write(&csv_path, to_csv(&cmp.table)).map_err(|e| Error::io(&csv_path, e))?;
+    let table_path = if opts.xlsx {
+        let path = opts.out_dir.join(format!("compare_result_{ts}.xlsx"));
+        crate::xlsx::write_xlsx(&cmp.table, &path)?;
+        path
+    } else {
+        let path = opts.out_dir.join(format!("compare_result_{ts}.csv"));
+        std::fs::write(&path, to_csv(&cmp.table)).map_err(|e| Error::io(&path, e))?;
+        path
+    };
     let summary = summarize(&cmp.table, &cmp.npu, opts.tolerance);
-    let csv_name = csv_path
+    let table_name = table_path
         .file_name()
         .unwrap_or_default()
         .to_string_lossy()
@@ -299,12 +339,12 @@ pub fn run(opts: &CompareOptions, progress: &dyn Progress) -> Result<CompareOutc
     let summary_text = summary.to_markdown(
         &npu_path.display().to_string(),
         &bench_path.display().to_string(),
-        &csv_name,
+        &table_name,
     );
     let summary_path = opts.out_dir.join("summary.md");
     std::fs::write(&summary_path, &summary_text).map_err(|e| Error::io(&summary_path, e))?;
     Ok(CompareOutcome {
-        csv_path,
+        table_path,
         summary_path,
         summary_text,
         summary,
@@ -503,5 +543,25 @@ impl RowCache for Journal {
             // Best effort: a failed journal write only costs recomputation on resume.
             let _ = f.write_all(line.as_bytes()).and_then(|_| f.flush());
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn utc_timestamps() {
+        assert_eq!(utc_timestamp(0), "19700101000000");
+        // 2000-02-29 23:59:59, a leap day.
+        assert_eq!(utc_timestamp(951_868_799), "20000229235959");
+        assert_eq!(utc_timestamp(4_102_444_800), "21000101000000");
+    }
+
+    #[test]
+    fn now_is_fourteen_digits() {
+        let ts = timestamp_now();
+        assert_eq!(ts.len(), 14, "{ts}");
+        assert!(ts.bytes().all(|b| b.is_ascii_digit()), "{ts}");
     }
 }

@@ -77,10 +77,10 @@ fn check(name: &str) {
     };
     let outcome = compare::run(&opts, &()).unwrap();
     assert_eq!(
-        outcome.csv_path.file_name().unwrap(),
+        outcome.table_path.file_name().unwrap(),
         "compare_result_20000101000000.csv"
     );
-    let got = std::fs::read_to_string(&outcome.csv_path).unwrap();
+    let got = std::fs::read_to_string(&outcome.table_path).unwrap();
     let want = std::fs::read_to_string(&want_csv).unwrap();
     // Statistics and md5 tables are exact; tensor tables allow BLAS-order differences.
     let tol = if outcome.mode == compare::model::Mode::Tensor {
@@ -166,7 +166,7 @@ fn shipped_sample_pair() {
     };
     let outcome = compare::run(&opts, &()).unwrap();
     assert_eq!(outcome.mode, compare::model::Mode::Tensor);
-    let got = std::fs::read_to_string(&outcome.csv_path).unwrap();
+    let got = std::fs::read_to_string(&outcome.table_path).unwrap();
     let (_, _, want_csv, _) = fixture_pair("compare-tensor_L1_bf16_vs_f32").unwrap();
     assert_csv_eq(
         &got,

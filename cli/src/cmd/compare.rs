@@ -38,6 +38,9 @@ pub struct Args {
     /// Rank to compare when a step or dump root is given.
     #[arg(long)]
     pub rank: Option<u64>,
+    /// Write the result table as compare_result_{timestamp}.xlsx instead of CSV (msprobe's --xlsx).
+    #[arg(long)]
+    pub xlsx: bool,
     /// Continue an interrupted tensor-mode run in the same output directory.
     #[arg(long)]
     pub resume: bool,
@@ -48,7 +51,7 @@ pub struct Args {
     /// Which pandas msprobe ran with; its text-to-number parsing changes statistics diffs.
     #[arg(long, value_parser = ["2", "3"], default_value = "2")]
     pub pandas: String,
-    /// Timestamp in the output file name (default: now, UTC, YYYYMMDDHHMMSS).
+    /// Timestamp in the output file name (default: now, local time, YYYYMMDDHHMMSS).
     #[arg(long)]
     pub timestamp: Option<String>,
 }
@@ -88,6 +91,7 @@ pub fn run(args: Args) -> CmdResult {
             PandasCompat::V2
         },
         resume: args.resume,
+        xlsx: args.xlsx,
     };
     let bar = ProgressBar::new(0).with_style(
         ProgressStyle::with_template(
@@ -100,7 +104,7 @@ pub fn run(args: Args) -> CmdResult {
     bar.0.finish_and_clear();
     println!("{}", outcome.summary_text.trim_end());
     println!();
-    println!("result table: {}", outcome.csv_path.display());
+    println!("result table: {}", outcome.table_path.display());
     println!("summary:      {}", outcome.summary_path.display());
     Ok(ExitCode::SUCCESS)
 }

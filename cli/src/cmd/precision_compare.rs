@@ -16,7 +16,7 @@ pub struct Args {
     /// Output directory (created if missing).
     #[arg(long)]
     pub out: PathBuf,
-    /// Timestamp in the output file names (default: now, UTC, YYYYMMDDHHMMSS).
+    /// Timestamp in the output file names (default: now, local time, YYYYMMDDHHMMSS).
     #[arg(long)]
     pub timestamp: Option<String>,
 }

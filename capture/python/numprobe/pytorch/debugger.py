@@ -4,7 +4,7 @@ import random
 
 import torch
 
-from .config import DumpConfig
+from ..config import DumpConfig
 from .recorder import Recorder
 
 

@@ -1,4 +1,4 @@
-"""msprobe's config.json, read unchanged (keys, defaults and checks of msprobe 26.2)."""
+"""msprobe's config.json, read unchanged (keys, defaults and checks of msprobe 26.2); shared by the PyTorch and MindSpore adapters and free of framework imports."""
 import json
 import os
 
