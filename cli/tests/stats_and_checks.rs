@@ -262,3 +262,34 @@ fn compare_the_shipped_sample_pair() {
     assert_eq!(csv.len(), 1, "{csv:?}");
     assert!(out.path().join("summary.md").exists());
 }
+
+#[test]
+fn compare_writes_xlsx_when_asked() {
+    let s = repo().join("samples/tiny-bf16-vs-f32");
+    let out = tempfile::tempdir().unwrap();
+    let o = numprobe([
+        Path::new("compare"),
+        &s.join("target"),
+        &s.join("golden"),
+        Path::new("--out"),
+        out.path(),
+        Path::new("--xlsx"),
+        Path::new("--timestamp"),
+        Path::new("20261130120000"),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let xlsx = out.path().join("compare_result_20261130120000.xlsx");
+    assert!(
+        stdout(&o).contains(&xlsx.display().to_string()),
+        "{}",
+        stdout(&o)
+    );
+    // A zip container (xlsx) with at least the header row.
+    let bytes = std::fs::read(&xlsx).unwrap();
+    assert_eq!(&bytes[..4], b"PK\x03\x04");
+    assert!(
+        !out.path()
+            .join("compare_result_20261130120000.csv")
+            .exists()
+    );
+}
