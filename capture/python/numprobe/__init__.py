@@ -1,6 +1,9 @@
-"""numprobe: msprobe-compatible dumps of PyTorch runs, captured by a Rust core.
+"""numprobe: msprobe-compatible dumps of PyTorch and MindSpore runs, captured by a Rust core.
 
     from numprobe.pytorch import PrecisionDebugger, seed_all
+    from numprobe.mindspore import PrecisionDebugger, seed_all, MsprobeStep
+
+`python -m numprobe.pytorch run_ut -api_info dump.json -o OUT` re-checks a dump's APIs.
 """
 from ._native import recover  # noqa: F401
 
