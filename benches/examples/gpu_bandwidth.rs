@@ -12,12 +12,23 @@
 //!   times batches of T tensors of 4096 elements (default 16384). Prints a table; exits with
 //!   status 1 if any check failed.
 //!
+//! - The (bench, device) pair kernel of the ULP and benchmark standards (`--pair-mib P`,
+//!   default N; 0 skips it): a float32 bench of P MiB against an f32, f16 and bf16 device
+//!   output (P/4 Mi elements, one chunk), checked against ulp's CPU fused pass (counts and
+//!   maxima exact, sums within `PAIR_SUM_REL_TOL`), timed resident (back-to-back dispatches,
+//!   wall clock); GB/s count both inputs, % of the measured copy's read+write rate.
+//! - `--skip-stats`: only the copy and the pair kernel.
+//!
 //! GB/s are 10^9 bytes of input per second; a copy's GB/s count its read and its write.
 
 use std::time::{Duration, Instant};
 
-use stats_gpu::gpu::{Gpu, GpuTensor};
+use half::{bf16, f16};
+use stats_gpu::gpu::{Gpu, GpuTensor, PAIR_SUM_REL_TOL, PairData, PairParams, PairPartials};
 use stats_gpu::{ElemType, Partials, TensorView, reference};
+use ulp::DeviceFamily;
+use ulp::elem::{Elem, FloatKind, Work};
+use ulp::fused::{FusedStats, Params, fused_stats};
 
 const DATASHEET_GBS: f64 = 4800.0;
 
@@ -27,6 +38,8 @@ struct Args {
     reps: u32,
     batch: usize,
     workgroups: Option<Vec<u32>>,
+    pair_mib: Option<usize>,
+    skip_stats: bool,
 }
 
 fn parse_args() -> Result<Args, String> {
@@ -36,12 +49,22 @@ fn parse_args() -> Result<Args, String> {
         reps: 20,
         batch: 16384,
         workgroups: None,
+        pair_mib: None,
+        skip_stats: false,
     };
     let mut it = std::env::args().skip(1);
     while let Some(arg) = it.next() {
         let mut value = |name: &str| it.next().ok_or(format!("{name} needs a value"));
         match arg.as_str() {
             "--probe" => a.probe = true,
+            "--skip-stats" => a.skip_stats = true,
+            "--pair-mib" => {
+                a.pair_mib = Some(
+                    value("--pair-mib")?
+                        .parse()
+                        .map_err(|e| format!("--pair-mib: {e}"))?,
+                )
+            }
             "--mib" => a.mib = value("--mib")?.parse().map_err(|e| format!("--mib: {e}"))?,
             "--reps" => {
                 a.reps = value("--reps")?
@@ -63,7 +86,7 @@ fn parse_args() -> Result<Args, String> {
             }
             "-h" | "--help" => {
                 println!(
-                    "gpu_bandwidth [--probe] [--mib N] [--reps R] [--batch T] [--workgroups W,W,..]"
+                    "gpu_bandwidth [--probe] [--mib N] [--reps R] [--batch T] [--workgroups W,W,..] [--pair-mib P] [--skip-stats]"
                 );
                 std::process::exit(0);
             }
@@ -226,6 +249,19 @@ fn run(args: &Args) -> Result<bool, String> {
         copy_gbs,
         gbs(2 * copy.bytes, copy.wall)
     );
+    let mut ok = true;
+    if !args.skip_stats {
+        ok &= stats_section(args, gpu, bytes, copy_gbs)?;
+    }
+    let pair_mib = args.pair_mib.unwrap_or(args.mib);
+    if pair_mib > 0 {
+        ok &= pair_section(gpu, pair_mib, args.reps, copy_gbs)?;
+    }
+    Ok(ok)
+}
+
+fn stats_section(args: &Args, gpu: &Gpu, bytes: u64, copy_gbs: f64) -> Result<bool, String> {
+    let info = gpu.adapter_info();
     let candidates: Vec<u32> = args.workgroups.clone().unwrap_or_else(|| {
         if info.device_type == stats_gpu::gpu::wgpu::DeviceType::Cpu {
             vec![8, 16, 32, 64]
@@ -368,4 +404,260 @@ fn main() {
             });
         }
     }
+}
+
+/// Per biased float32 exponent, the lowest mantissa whose `floor(log2|x|)` (ulp's CPU
+/// semantics) is one above the exponent (as ulp::gpu builds it; that module needs ulp's `gpu`
+/// feature, which this package does not enable).
+fn log2_bump() -> Box<[u32; 256]> {
+    let mut t = Box::new([0x80_0000u32; 256]);
+    for ef in 1u32..255 {
+        let e = f64::from(ef as i32 - 127);
+        let mut lowest = 0x80_0000;
+        for m in (0..0x80_0000u32).rev() {
+            if f32::from_bits((ef << 23) | m).floor_log2_abs() <= e {
+                break;
+            }
+            lowest = m;
+        }
+        t[ef as usize] = lowest;
+    }
+    t
+}
+
+/// The pair kernel's parameters for a float32 bench and a device of `family`.
+fn pair_params(family: DeviceFamily, table: &[u32; 256]) -> PairParams {
+    let dk = if family == DeviceFamily::F16 {
+        FloatKind::F16
+    } else {
+        FloatKind::F32
+    };
+    let p = Params::new(family, FloatKind::F32, dk);
+    let (mant, emin) = p.ulp.expect("fp16, bf16 and fp32 have ULP parameters");
+    PairParams {
+        eps: p.eps as f32,
+        small_value: p.small_value as f32,
+        atol_benchmark: p.atol_benchmark as f32,
+        atol_threshold: p.atol_threshold as f32,
+        rtol: p.rtol as f32,
+        accumulative_bound: p.accumulative_bound as f32,
+        rel_thresholds: [0.01, 0.001, 0.0001],
+        ulp_mant: mant,
+        ulp_emin: emin,
+        ulp_threshold_exp: p.ulp_threshold.log2() as i32,
+        factor_t_max: 127,
+        ulp_max_exp: if family == DeviceFamily::F32 {
+            1023
+        } else {
+            127
+        },
+        log2_bump: Box::new(*table),
+        clip_max: p.clip_max as f32,
+        round_bench_f16: family == DeviceFamily::F16,
+        chunk_elems: 0,
+    }
+}
+
+/// A bench and a device output near it: relative errors around every threshold, a few
+/// zeros, tiny, huge and non-finite values; filled on all cores.
+fn make_pair(n: usize) -> (Vec<f32>, Vec<f32>) {
+    let mut bench = vec![0f32; n];
+    let mut device = vec![0f32; n];
+    let threads = std::thread::available_parallelism().map_or(4, |t| t.get());
+    let per = n.div_ceil(threads).max(1);
+    std::thread::scope(|s| {
+        for (k, (b, d)) in bench
+            .chunks_mut(per)
+            .zip(device.chunks_mut(per))
+            .enumerate()
+        {
+            s.spawn(move || {
+                let mut x =
+                    0x9e37_79b9_7f4a_7c15u64 ^ (k as u64).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+                for (bv, dv) in b.iter_mut().zip(d.iter_mut()) {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    let u = (x >> 11) as f64 / (1u64 << 53) as f64;
+                    let v = ((x >> 3) & 0xff) as u32;
+                    let base = ((u - 0.5) * 8.0) as f32;
+                    let (bb, dd) = match v {
+                        0 => (0.0, 1e-6),
+                        1 => (1e-7 * base, 2e-7),
+                        2 => (f32::INFINITY, f32::INFINITY),
+                        3 => (base, f32::NAN),
+                        4 => (3e5 * base, 3e5 * base * (1.0 + 1e-3)),
+                        _ => {
+                            let r = [1e-6f32, 5e-5, 2e-4, 9e-4, 3e-3, 2e-2][(v % 6) as usize];
+                            (base, base * (1.0 + r * ((u * 7.0) as f32 - 3.0)))
+                        }
+                    };
+                    *bv = bb;
+                    *dv = dd;
+                }
+            });
+        }
+    });
+    (bench, device)
+}
+
+/// Mismatches between the GPU partials and the CPU fused statistics.
+fn pair_mismatch<U: Work>(g: &PairPartials, c: &FusedStats<f32, U>) -> Vec<String> {
+    let mut bad = Vec::new();
+    let counts = [
+        ("n", g.n, c.n as u64),
+        ("lt_hundredth", g.lt_hundredth, c.lt_hundredth),
+        ("lt_thousandth", g.lt_thousandth, c.lt_thousandth),
+        (
+            "lt_ten_thousandth",
+            g.lt_ten_thousandth,
+            c.lt_ten_thousandth,
+        ),
+        ("inf_nan", g.inf_nan, c.inf_nan),
+        ("small", g.small, c.small),
+        (
+            "small_err_benchmark",
+            g.small_err_benchmark,
+            c.small_err_benchmark,
+        ),
+        (
+            "small_err_threshold",
+            g.small_err_threshold,
+            c.small_err_threshold,
+        ),
+        ("normal_rel_err", g.normal_rel_err, c.normal_rel_err),
+        ("acc_small", g.acc_small, c.acc_small),
+        ("acc_small_err", g.acc_small_err, c.acc_small_err),
+        ("acc_normal", g.acc_normal, c.acc_normal),
+        (
+            "acc_normal_rel_err",
+            g.acc_normal_rel_err,
+            c.acc_normal_rel_err,
+        ),
+        ("up", g.up, c.up),
+        ("down", g.down, c.down),
+        ("not_equal", g.not_equal, c.not_equal),
+        ("rel_valid", g.rel_valid, c.rel_valid),
+        ("ulp_over", g.ulp_over, c.ulp_over),
+        (
+            "inf_nan_fail_rtol",
+            g.inf_nan_fail_rtol,
+            c.inf_nan_fail_rtol,
+        ),
+        (
+            "inf_nan_fail_bound",
+            g.inf_nan_fail_bound,
+            c.inf_nan_fail_bound,
+        ),
+    ];
+    for (name, a, b) in counts {
+        if a != b {
+            bad.push(format!("{name} {a} vs {b}"));
+        }
+    }
+    let same = |a: f64, b: f64| a == b || (a.is_nan() && b.is_nan());
+    let maxima = [
+        ("max_abs_err", g.max_abs_err, f64::from(c.max_abs_err)),
+        ("max_rel", g.max_rel, f64::from(c.max_rel)),
+        (
+            "max_ulp",
+            U::from_f64(g.max_ulp).to_f64(),
+            c.max_ulp.to_f64(),
+        ),
+        ("max_abs_device", g.max_abs_device, c.max_abs_device),
+        ("max_abs_bench", g.max_abs_bench, c.max_abs_bench),
+    ];
+    for (name, a, b) in maxima {
+        if !same(a, b) {
+            bad.push(format!("{name} {a:e} vs {b:e}"));
+        }
+    }
+    let close =
+        |a: f64, b: f64| same(a, b) || (a - b).abs() <= PAIR_SUM_REL_TOL * a.abs().max(b.abs());
+    let sums = [
+        ("sum_sq", g.sum_sq, f64::from(c.sum_sq)),
+        ("rel_sum", g.rel_sum, c.rel_sum_f64),
+        ("sum_ulp", g.sum_ulp, c.sum_ulp.to_f64()),
+    ];
+    for (name, a, b) in sums {
+        if !close(a, b) {
+            bad.push(format!("{name} {a:e} vs {b:e}"));
+        }
+    }
+    bad
+}
+
+fn pair_section(gpu: &Gpu, mib: usize, reps: u32, copy_gbs: f64) -> Result<bool, String> {
+    let n = (mib << 20) / 4;
+    let t0 = Instant::now();
+    let table = log2_bump();
+    let (bench, device) = make_pair(n);
+    println!();
+    println!(
+        "pair kernel (ULP + benchmark standards), float32 bench of {mib} MiB ({n} elements; data {:.1} s)",
+        t0.elapsed().as_secs_f64()
+    );
+    println!(
+        "| device dtype | MiB read | workgroups | kernel ms | GB/s (both inputs) | % of copy | % of 4.8 TB/s | CPU check |"
+    );
+    println!("|---|---|---|---|---|---|---|---|");
+    let mut ok = true;
+    for (name, family) in [
+        ("f32", DeviceFamily::F32),
+        ("f16", DeviceFamily::F16),
+        ("bf16", DeviceFamily::BF16),
+    ] {
+        let params = pair_params(family, &table);
+        let e = |e: stats_gpu::gpu::GpuError| e.to_string();
+        let (timing, bad) = match family {
+            DeviceFamily::F32 => {
+                let t = gpu
+                    .pair_resident_timing(&bench[..], &device[..], &params, reps)
+                    .map_err(e)?;
+                let p = Params::new(family, FloatKind::F32, FloatKind::F32);
+                let c = fused_stats::<f32, f32, f32, f64>(&bench, &device, &p);
+                let bad = pair_mismatch(&t.partials, &c);
+                (t, bad)
+            }
+            DeviceFamily::F16 => {
+                let d: Vec<f16> = device.iter().map(|&x| f16::from_f32(x)).collect();
+                let t = gpu
+                    .pair_resident_timing(&bench[..], PairData::F16(&d), &params, reps)
+                    .map_err(e)?;
+                let p = Params::new(family, FloatKind::F32, FloatKind::F16);
+                let c = fused_stats::<f32, f16, f32, f32>(&bench, &d, &p);
+                let bad = pair_mismatch(&t.partials, &c);
+                (t, bad)
+            }
+            _ => {
+                let d: Vec<bf16> = device.iter().map(|&x| bf16::from_f32(x)).collect();
+                let t = gpu
+                    .pair_resident_timing(&bench[..], PairData::Bf16(&d), &params, reps)
+                    .map_err(e)?;
+                // msprobe hands bf16 to numpy as float32 values.
+                let d32: Vec<f32> = d.iter().map(|x| x.to_f32()).collect();
+                let p = Params::new(family, FloatKind::F32, FloatKind::F32);
+                let c = fused_stats::<f32, f32, f32, f32>(&bench, &d32, &p);
+                let bad = pair_mismatch(&t.partials, &c);
+                (t, bad)
+            }
+        };
+        let g = gbs(timing.bytes, timing.best);
+        println!(
+            "| {name} | {:.0} | {} | {:.3} | {:.2} | {:.1} % | {:.1} % | {} |",
+            timing.bytes as f64 / (1u64 << 20) as f64,
+            timing.workgroups,
+            timing.best.as_secs_f64() * 1e3,
+            g,
+            100.0 * g / copy_gbs,
+            100.0 * g / DATASHEET_GBS,
+            if bad.is_empty() {
+                "ok".to_string()
+            } else {
+                format!("FAILED: {}", bad.join("; "))
+            }
+        );
+        ok &= bad.is_empty();
+    }
+    Ok(ok)
 }

@@ -1,6 +1,9 @@
 //! Tensor mode: msprobe's validation chain and its six metrics (spec 5.2), computed in one
 //! pass over the two tensors' bytes, chunked and merged so any size streams on all cores.
 
+/// Where the metrics run (CPU, or the GPU with feature `gpu`).
+pub mod gpu;
+
 use half::{bf16, f16};
 use rayon::prelude::*;
 
@@ -173,17 +176,17 @@ const CHUNK: usize = 1 << 18;
 
 /// Mergeable partial results of one chunk.
 #[derive(Clone, Copy, Debug)]
-struct Partial {
-    dot: f64,
-    nn: f64,
-    nb: f64,
-    ss: f64,
-    max_abs: f64,
-    max_rel: f64,
-    lt1: u64,
-    lt5: u64,
-    any_invalid: bool,
-    mask_mismatch: bool,
+pub(crate) struct Partial {
+    pub(crate) dot: f64,
+    pub(crate) nn: f64,
+    pub(crate) nb: f64,
+    pub(crate) ss: f64,
+    pub(crate) max_abs: f64,
+    pub(crate) max_rel: f64,
+    pub(crate) lt1: u64,
+    pub(crate) lt5: u64,
+    pub(crate) any_invalid: bool,
+    pub(crate) mask_mismatch: bool,
 }
 
 impl Partial {
@@ -648,8 +651,50 @@ fn chunk_partial_f32<const F16C: bool>(
     }
 }
 
-/// Runs msprobe's validation chain and metrics on one tensor pair.
+/// Runs msprobe's validation chain and metrics on one tensor pair, on the backend set by
+/// [`gpu::set_tensor_backend`].
 pub fn compare_tensors(n: &RawTensor, b: &RawTensor) -> TensorResult {
+    compare_tensors_on(n, b, gpu::tensor_backend())
+}
+
+/// As [`compare_tensors`] on a given backend: the GPU (when built with feature `gpu` and the
+/// pair suits it) gathers the partial results; the cells are decided the same way.
+pub fn compare_tensors_on(
+    n: &RawTensor,
+    b: &RawTensor,
+    backend: gpu::TensorBackend,
+) -> TensorResult {
+    let partial = |in_f32: bool| {
+        if in_f32 && backend != gpu::TensorBackend::Cpu {
+            gpu::gpu_partial(n, b, backend)
+        } else {
+            None
+        }
+    };
+    compare_tensors_with(n, b, partial)
+}
+
+/// As [`compare_tensors`] on the given Gpu with `chunk_elems` per chunk (tests: many chunks on
+/// little data); pairs the GPU does not take run on the CPU.
+#[cfg(feature = "gpu")]
+pub fn compare_tensors_gpu(
+    n: &RawTensor,
+    b: &RawTensor,
+    gpu: &stats_gpu::gpu::Gpu,
+    chunk_elems: usize,
+) -> TensorResult {
+    compare_tensors_with(n, b, |in_f32: bool| {
+        in_f32
+            .then(|| gpu::gpu_partial_with(n, b, gpu, chunk_elems))
+            .flatten()
+    })
+}
+
+fn compare_tensors_with(
+    n: &RawTensor,
+    b: &RawTensor,
+    gpu: impl FnOnce(bool) -> Option<Partial>,
+) -> TensorResult {
     let n_shape = squeeze(n.shape);
     let b_shape = squeeze(b.shape);
     let numel = n.numel();
@@ -670,12 +715,14 @@ pub fn compare_tensors(n: &RawTensor, b: &RawTensor) -> TensorResult {
 
     // result_type(n, b, float32) after ints/bools became fp64.
     let in_f32 = nk.is_float() && bk.is_float() && nk.max(bk) <= Kind::F32;
-    let p = (0..numel.div_ceil(CHUNK))
-        .into_par_iter()
-        .map(|c| chunk_partial(n, b, c * CHUNK..((c + 1) * CHUNK).min(numel), in_f32))
-        .collect::<Vec<_>>()
-        .into_iter()
-        .fold(Partial::zero(), Partial::merge);
+    let p = gpu(in_f32).unwrap_or_else(|| {
+        (0..numel.div_ceil(CHUNK))
+            .into_par_iter()
+            .map(|c| chunk_partial(n, b, c * CHUNK..((c + 1) * CHUNK).min(numel), in_f32))
+            .collect::<Vec<_>>()
+            .into_iter()
+            .fold(Partial::zero(), Partial::merge)
+    });
 
     if p.any_invalid && p.mask_mismatch {
         return TensorResult::filled(

@@ -231,6 +231,7 @@ fn ulp_scalar<B: Elem, U: Work>(b: B, df: f64, ulp_p: f64, ulp_emin: f64) -> U {
 }
 
 /// NaN-propagating max over a slice, in lanes so the loop vectorises.
+#[inline(always)]
 fn max_lanes<W: Work>(a: &[W]) -> W {
     let mut m = [W::from_f64(f64::NEG_INFINITY); 8];
     let mut nan = false;
@@ -479,6 +480,407 @@ fn block_body<B: Elem, D: Elem, W: Work, U: Work>(
     s
 }
 
+/// numpy's pairwise-summation leaf: 128 elements in 8 lanes.
+const LEAF: usize = 128;
+/// Leaves in a full numpy block.
+const LEAVES: usize = NP_BUFSIZE / LEAF;
+
+/// `pairwise_sum` of exactly one 128-element leaf (its `n <= 128` branch).
+#[inline(always)]
+fn leaf_sum<W: Work>(a: &[W; LEAF]) -> W {
+    let mut r = [a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7]];
+    for g in 1..LEAF / 8 {
+        for j in 0..8 {
+            r[j] = r[j] + a[g * 8 + j];
+        }
+    }
+    ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]))
+}
+
+/// `pairwise_sum` of a full 8192-element block from its 64 leaf sums: numpy halves a block
+/// down to 128 elements, so the leaves combine as a perfect binary tree.
+#[inline(always)]
+fn leaf_tree<W: Work>(leaves: &[W; LEAVES]) -> W {
+    let mut level = *leaves;
+    let mut n = LEAVES;
+    while n > 1 {
+        for k in 0..n / 2 {
+            level[k] = level[2 * k] + level[2 * k + 1];
+        }
+        n /= 2;
+    }
+    level[0]
+}
+
+/// One full numpy block (exactly 8192 elements), processed in 128-element leaves whose
+/// intermediates stay in L1. Produces the same result as [`block_body`] bit for bit: float
+/// lanes see the same elements in the same order, pairwise sums use numpy's leaves and tree.
+/// The valid relative errors are written to the start of `compact` (8192 long) when given.
+#[inline(always)]
+fn full_block_body<B: Elem, D: Elem, W: Work, U: Work, const AVX512: bool>(
+    bench: &[B],
+    device: &[D],
+    p: &Params,
+    mut compact: Option<&mut [W]>,
+) -> FusedStats<W, U> {
+    let bk = B::KIND;
+    let dk = D::KIND;
+    let (bench, device) = (&bench[..NP_BUFSIZE], &device[..NP_BUFSIZE]);
+    let mut s = empty_stats::<W, U>(bk, dk);
+    s.n = NP_BUFSIZE;
+
+    let t_hund = W::from_f64(0.01);
+    let t_thou = W::from_f64(0.001);
+    let t_tenth = W::from_f64(0.0001);
+    let atol_b = W::from_f64(p.atol_benchmark);
+    let atol_t = W::from_f64(p.atol_threshold);
+    let rtol = W::from_f64(p.rtol);
+    let bound = W::from_f64(p.accumulative_bound);
+    let neg_one = W::from_f64(-1.0);
+    let (eps, small_value) = (p.eps, p.small_value);
+    let ulp = p.ulp;
+    let (p_i, emin_i) = ulp.map_or((0, 0), |(m, e)| (m as i64, e as i64));
+    let (ulp_p, ulp_emin) = (p_i as f64, emin_i as f64);
+    let t_max: i64 = if bk == FloatKind::F64 { 1023 } else { 127 };
+    let all_slow = bk == FloatKind::F16;
+    let ulp_thr = U::from_f64(p.ulp_threshold);
+
+    // Lanes carried across leaves (lane j sees elements j, j+8, ... of the block in order).
+    let (mut max_d, mut max_b) = ([f64::NEG_INFINITY; 8], [f64::NEG_INFINITY; 8]);
+    let (mut dot, mut dd, mut bb) = ([0f64; 8], [0f64; 8], [0f64; 8]);
+    let mut rel_sum_f64 = [0f64; 8];
+    let mut max_ae = [W::from_f64(f64::NEG_INFINITY); 8];
+    let mut max_rel = [W::from_f64(f64::NEG_INFINITY); 8];
+    let mut max_u = [U::from_f64(f64::NEG_INFINITY); 8];
+    // NaN seen per lane: bit 0 inputs, 1 abs error, 2 masked relative error, 3 ULP error.
+    let mut nan = [0u32; 8];
+    let mut sq_leaves = [W::ZERO; LEAVES];
+    let mut ulp_leaves = [U::ZERO; LEAVES];
+    // Count lanes, four 16-bit counters to a u64 (a lane sees at most 8192 / 8 elements), so
+    // the counts need 5 vector registers instead of 17.
+    let mut c = [[0u64; 8]; 5];
+
+    let mut rel = [W::ZERO; LEAF];
+    let mut u = [U::ZERO; LEAF];
+    let mut kept = 0usize;
+    for (leaf, (bl, dl)) in bench
+        .chunks_exact(LEAF)
+        .zip(device.chunks_exact(LEAF))
+        .enumerate()
+    {
+        // A: everything but the ULP reductions, in lanes of 8 (lane j sees block elements
+        // j, j+8, ... in order, as the reference loops do).
+        let mut sq = [W::ZERO; LEAF];
+        // Per lane: bit 0 a non-finite pair, bit 1 an element the fast ULP path cannot take.
+        let mut any = [0u32; 8];
+        for g in 0..LEAF / 8 {
+            for j in 0..8 {
+                let i = g * 8 + j;
+                let bf = bl[i].to_f64();
+                let df = dl[i].to_f64();
+                let a = (W::from_f64(df) - W::from_f64(bf)).abs();
+                let abs_b = bf.abs();
+                let abe = bk.round(abs_b + eps);
+                let bc = dk.round(bf);
+                let finite = df.is_finite() & bc.is_finite();
+                let r = a / W::from_f64(abe);
+                let small = (abs_b <= small_value) & finite;
+                let acc_small = (abs_b <= 1.0) & finite;
+                bump(&mut c[0][j], 0, r < t_hund);
+                bump(&mut c[0][j], 1, r < t_thou);
+                bump(&mut c[0][j], 2, r < t_tenth);
+                bump(&mut c[0][j], 3, !finite);
+                bump(&mut c[1][j], 0, small);
+                bump(&mut c[1][j], 1, small & (a > atol_b));
+                bump(&mut c[1][j], 2, small & (a > atol_t));
+                bump(&mut c[1][j], 3, (finite & !small) & (r > rtol));
+                bump(&mut c[2][j], 0, acc_small);
+                bump(&mut c[2][j], 1, acc_small & (a > bound));
+                bump(&mut c[2][j], 2, finite & !acc_small);
+                bump(&mut c[2][j], 3, (finite & !acc_small) & (r > bound));
+                bump(&mut c[3][j], 0, df > bc);
+                bump(&mut c[3][j], 1, df < bc);
+                bump(&mut c[3][j], 2, bf != df);
+
+                let (ad, ab) = (df.abs(), abs_b);
+                max_d[j] = if ad > max_d[j] { ad } else { max_d[j] };
+                max_b[j] = if ab > max_b[j] { ab } else { max_b[j] };
+                dot[j] += df * bf;
+                dd[j] += df * df;
+                bb[j] += bf * bf;
+
+                max_ae[j] = if a > max_ae[j] { a } else { max_ae[j] };
+                let masked = !finite | small;
+                sq[i] = if masked { W::ZERO } else { a * a };
+                let r = if masked { neg_one } else { r };
+                rel[i] = r;
+                bump(&mut c[3][j], 3, r >= W::ZERO);
+                max_rel[j] = if r > max_rel[j] { r } else { max_rel[j] };
+                rel_sum_f64[j] += if r >= W::ZERO { r.to_f64() } else { 0.0 };
+                nan[j] |= (ad.is_nan() | ab.is_nan()) as u32
+                    | (a.is_nan() as u32) << 1
+                    | (r.is_nan() as u32) << 2;
+
+                let mut slow = false;
+                if ulp.is_some() {
+                    let (e, sl) = bl[i].floor_log2_fast();
+                    let e = if e > emin_i { e } else { emin_i };
+                    let t = p_i - e;
+                    let factor = if t > t_max {
+                        f64::INFINITY
+                    } else {
+                        exp2_normal(t)
+                    };
+                    let factor = U::from_f64(factor);
+                    let diff = U::from_f64(U::from_f64(df).to_f64() - bf);
+                    u[i] = (diff * factor).abs();
+                    slow = sl;
+                }
+                any[j] |= !finite as u32 | (slow as u32) << 1;
+            }
+        }
+        let any = any.iter().fold(0, |a, &x| a | x);
+        if ulp.is_some() && (all_slow || any & 2 != 0) {
+            for i in 0..LEAF {
+                if all_slow || bl[i].floor_log2_fast().1 {
+                    u[i] = ulp_scalar::<B, U>(bl[i], dl[i].to_f64(), ulp_p, ulp_emin);
+                }
+            }
+        }
+        if any & 1 != 0 {
+            for i in 0..LEAF {
+                let (bf, df) = (bl[i].to_f64(), dl[i].to_f64());
+                if !(df.is_finite() & dk.round(bf).is_finite()) {
+                    let abe = bk.round(bf.abs() + p.eps);
+                    s.inf_nan_fail_rtol += count(!inf_nan_passes(bf, df, abe, p, dk, bk, p.rtol));
+                    s.inf_nan_fail_bound += count(!inf_nan_passes(
+                        bf,
+                        df,
+                        abe,
+                        p,
+                        dk,
+                        bk,
+                        p.accumulative_bound,
+                    ));
+                }
+            }
+        }
+        // B: the ULP errors' lanes (after the rare elements were redone exactly).
+        if ulp.is_some() {
+            for g in 0..LEAF / 8 {
+                for j in 0..8 {
+                    let x = u[g * 8 + j];
+                    max_u[j] = if x > max_u[j] { x } else { max_u[j] };
+                    bump(&mut c[4][j], 0, x > ulp_thr);
+                    nan[j] |= (x.is_nan() as u32) << 3;
+                }
+            }
+        }
+        sq_leaves[leaf] = leaf_sum(&sq);
+        if ulp.is_some() {
+            ulp_leaves[leaf] = leaf_sum(&u);
+        }
+        if let Some(buf) = compact.as_deref_mut() {
+            // Branch-free compaction: write every error, advance past the valid ones.
+            let out = &mut buf[kept..kept + LEAF];
+            #[cfg(target_arch = "x86_64")]
+            if AVX512 && std::any::TypeId::of::<W>() == std::any::TypeId::of::<f32>() {
+                // SAFETY: AVX512 is only set by the AVX-512 kernel (CPU checked); W is f32, so
+                // both arrays are f32 data of LEAF elements.
+                kept += unsafe {
+                    compress_valid_f32(
+                        &*(&rel as *const [W; LEAF] as *const [f32; LEAF]),
+                        &mut *(out as *mut [W] as *mut [f32]),
+                    )
+                };
+                continue;
+            }
+            let mut k = 0;
+            for &r in &rel {
+                out[k] = r;
+                k += (r >= W::ZERO) as usize;
+            }
+            kept += k;
+        }
+    }
+
+    let c: Vec<u64> = (0..17)
+        .map(|k| {
+            c[k / 4]
+                .iter()
+                .map(|&x| (x >> (16 * (k % 4))) & 0xffff)
+                .sum()
+        })
+        .collect();
+    let nan = nan.iter().fold(0, |a, &x| a | x);
+    let (nan_inputs, nan_ae, nan_rel, nan_u) =
+        (nan & 1 != 0, nan & 2 != 0, nan & 4 != 0, nan & 8 != 0);
+    s.up = c[12];
+    s.down = c[13];
+    s.not_equal = c[14];
+    s.rel_valid = c[15];
+    if ulp.is_some() {
+        s.ulp_over = c[16];
+    }
+    if nan_inputs {
+        // Which side carried the NaN matters to the cosine's zero checks: recompute exactly.
+        s.max_abs_device = device
+            .iter()
+            .fold(f64::NEG_INFINITY, |m, x| max_f64(m, x.to_f64().abs()));
+        s.max_abs_bench = bench
+            .iter()
+            .fold(f64::NEG_INFINITY, |m, x| max_f64(m, x.to_f64().abs()));
+    } else {
+        s.max_abs_device = max_d.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        s.max_abs_bench = max_b.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    }
+    s.dot = dot.iter().sum();
+    s.dd = dd.iter().sum();
+    s.bb = bb.iter().sum();
+    s.lt_hundredth = c[0];
+    s.lt_thousandth = c[1];
+    s.lt_ten_thousandth = c[2];
+    s.inf_nan = c[3];
+    s.small = c[4];
+    s.small_err_benchmark = c[5];
+    s.small_err_threshold = c[6];
+    s.normal_rel_err = c[7];
+    s.acc_small = c[8];
+    s.acc_small_err = c[9];
+    s.acc_normal = c[10];
+    s.acc_normal_rel_err = c[11];
+    s.max_abs_err = lanes_max(&max_ae, nan_ae);
+    s.max_rel = lanes_max(&max_rel, nan_rel);
+    s.sum_sq = leaf_tree(&sq_leaves);
+    s.rel_sum_f64 = rel_sum_f64.iter().sum();
+    if ulp.is_some() {
+        s.max_ulp = lanes_max(&max_u, nan_u);
+        s.sum_ulp = leaf_tree(&ulp_leaves);
+    }
+    s
+}
+
+/// Writes the elements `>= 0` of `rel` to the front of `out` (at least LEAF long), in order;
+/// returns how many. (`vcompressps` instead of a scalar loop.)
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+fn compress_valid_f32(rel: &[f32; LEAF], out: &mut [f32]) -> usize {
+    use std::arch::x86_64::*;
+    assert!(out.len() >= LEAF);
+    let mut k = 0usize;
+    for chunk in rel.chunks_exact(16) {
+        // SAFETY: `chunk` holds 16 f32; at most 16 values are stored at `out[k..]`, and
+        // k + 16 <= LEAF <= out.len() since k counts values of earlier chunks.
+        unsafe {
+            let v = _mm512_loadu_ps(chunk.as_ptr());
+            // Ordered `>=`: NaN is not valid, -0.0 is (as `r >= 0.0`).
+            let m = _mm512_cmp_ps_mask::<_CMP_GE_OQ>(v, _mm512_setzero_ps());
+            _mm512_mask_compressstoreu_ps(out.as_mut_ptr().add(k).cast(), m, v);
+            k += m.count_ones() as usize;
+        }
+    }
+    k
+}
+
+/// Counts `cond` in 16-bit field `field` of a packed count lane.
+#[inline(always)]
+fn bump(lane: &mut u64, field: u32, cond: bool) {
+    *lane += if cond { 1u64 << (16 * field) } else { 0 };
+}
+
+/// The result of [`max_lanes`] from its lanes and NaN flag.
+#[inline(always)]
+fn lanes_max<W: Work>(m: &[W; 8], nan: bool) -> W {
+    if nan {
+        return W::from_f64(f64::NAN);
+    }
+    m.iter()
+        .copied()
+        .fold(W::from_f64(f64::NEG_INFINITY), |acc, x| {
+            if x > acc { x } else { acc }
+        })
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+fn full_block_avx2<B: Elem, D: Elem, W: Work, U: Work>(
+    bench: &[B],
+    device: &[D],
+    p: &Params,
+    compact: Option<&mut [W]>,
+) -> FusedStats<W, U> {
+    // Compiled with AVX2 so the leaf loops vectorise wider. (No FMA: products round
+    // separately, as numpy's do.)
+    full_block_body::<B, D, W, U, false>(bench, device, p, compact)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl")]
+fn full_block_avx512<B: Elem, D: Elem, W: Work, U: Work>(
+    bench: &[B],
+    device: &[D],
+    p: &Params,
+    compact: Option<&mut [W]>,
+) -> FusedStats<W, U> {
+    // Twice the f64 lanes of AVX2 and mask registers for the counts.
+    full_block_body::<B, D, W, U, true>(bench, device, p, compact)
+}
+
+/// Instruction sets the full-block kernel may use.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Simd {
+    Baseline,
+    Avx2,
+    Avx512,
+}
+
+/// The best kernel this CPU runs, capped by `NUMPROBE_ULP_SIMD` (`avx2` or `baseline`; to check
+/// the narrower kernels on a wide machine, or to avoid AVX-512 clock penalties). Decided once.
+fn simd_level() -> Simd {
+    static LEVEL: std::sync::OnceLock<Simd> = std::sync::OnceLock::new();
+    *LEVEL.get_or_init(|| {
+        #[allow(unused_mut)]
+        let mut cpu = Simd::Baseline;
+        #[cfg(target_arch = "x86_64")]
+        {
+            if std::arch::is_x86_feature_detected!("avx2") {
+                cpu = Simd::Avx2;
+            }
+            if std::arch::is_x86_feature_detected!("avx512f")
+                && std::arch::is_x86_feature_detected!("avx512bw")
+                && std::arch::is_x86_feature_detected!("avx512dq")
+                && std::arch::is_x86_feature_detected!("avx512vl")
+            {
+                cpu = Simd::Avx512;
+            }
+        }
+        let cap = match std::env::var("NUMPROBE_ULP_SIMD").as_deref() {
+            Ok("baseline") => Simd::Baseline,
+            Ok("avx2") => Simd::Avx2,
+            _ => Simd::Avx512,
+        };
+        cpu.min(cap)
+    })
+}
+
+/// One full numpy block (8192 elements) with the fastest kernel the CPU runs.
+fn full_block<B: Elem, D: Elem, W: Work, U: Work>(
+    bench: &[B],
+    device: &[D],
+    p: &Params,
+    compact: Option<&mut [W]>,
+) -> FusedStats<W, U> {
+    #[cfg(target_arch = "x86_64")]
+    match simd_level() {
+        // SAFETY: `simd_level` only reports instruction sets the CPU supports.
+        Simd::Avx512 => return unsafe { full_block_avx512(bench, device, p, compact) },
+        // SAFETY: as above.
+        Simd::Avx2 => return unsafe { full_block_avx2(bench, device, p, compact) },
+        Simd::Baseline => {}
+    }
+    full_block_body::<B, D, W, U, false>(bench, device, p, compact)
+}
+
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
 fn block_avx2<B: Elem, D: Elem, W: Work, U: Work>(
@@ -543,6 +945,10 @@ fn merge<W: Work, U: Work>(a: &mut FusedStats<W, U>, b: &FusedStats<W, U>) {
     a.bb += b.bb;
 }
 
+/// Most blocks per window of the multi-block pass: the valid relative errors of one window are
+/// held (at most 8 MiB of float32) until they are summed in numpy's order.
+const WINDOW_BLOCKS: usize = 256;
+
 /// Runs the fused pass over the common length of `bench` and `device` (callers check that
 /// the lengths match).
 pub fn fused_stats<B: Elem, D: Elem, W: Work, U: Work>(
@@ -556,27 +962,101 @@ pub fn fused_stats<B: Elem, D: Elem, W: Work, U: Work>(
         // One numpy block: the valid relative errors form one pairwise block too.
         return block::<B, D, W, U>(bench, device, p, true);
     }
-    let blocks: Vec<FusedStats<W, U>> = bench
-        .par_chunks(NP_BUFSIZE)
-        .zip(device.par_chunks(NP_BUFSIZE))
-        .map(|(b, d)| block::<B, D, W, U>(b, d, p, false))
-        .collect();
+    // float32 means are printed with all their digits: numpy sums the compacted valid relative
+    // errors in its own 8192-element blocks, whose edges do not line up with the input's, so
+    // each block leaves its valid errors in a window buffer and they are re-blocked in order.
+    // For float64 the plain sum is within 1e-15 of numpy's.
+    let exact = W::KIND != FloatKind::F64;
+    let nblocks = n.div_ceil(NP_BUFSIZE);
+    // Enough blocks per window to keep every thread busy, few enough that the buffers stay
+    // small (they are allocated per call).
+    let per_window = (8 * rayon::current_num_threads()).clamp(32, WINDOW_BLOCKS);
+    let window = if exact {
+        per_window.min(nblocks)
+    } else {
+        nblocks
+    };
+    // Block k of a window: its stats, and its valid errors at the start of `slot` (exact only).
+    let run_block = |k: usize, slot: Option<&mut [W]>| -> FusedStats<W, U> {
+        let lo = k * NP_BUFSIZE;
+        let hi = (lo + NP_BUFSIZE).min(n);
+        let (b, d) = (&bench[lo..hi], &device[lo..hi]);
+        if hi - lo == NP_BUFSIZE {
+            full_block::<B, D, W, U>(b, d, p, slot)
+        } else {
+            let st = block::<B, D, W, U>(b, d, p, false);
+            if let Some(slot) = slot {
+                let valid = b
+                    .iter()
+                    .zip(d)
+                    .filter_map(|(&x, &y)| rel_masked::<B, D, W>(x, y, p));
+                for (o, r) in slot.iter_mut().zip(valid) {
+                    *o = r;
+                }
+            }
+            st
+        }
+    };
+    let compute = |lo: usize, buf: &mut [W]| -> Vec<FusedStats<W, U>> {
+        let hi = (lo + window).min(nblocks);
+        if exact {
+            buf[..(hi - lo) * NP_BUFSIZE]
+                .par_chunks_mut(NP_BUFSIZE)
+                .enumerate()
+                .map(|(j, slot)| run_block(lo + j, Some(slot)))
+                .collect()
+        } else {
+            (lo..hi)
+                .into_par_iter()
+                .map(|k| run_block(k, None))
+                .collect()
+        }
+    };
     // numpy starts its running sums from 0 and adds block sums in order.
     let mut total = empty_stats::<W, U>(B::KIND, D::KIND);
-    for blk in &blocks {
-        merge(&mut total, blk);
+    let mut pending: Vec<W> = Vec::new();
+    let mut rel_sum = W::ZERO;
+    let mut feed = |outs: Vec<FusedStats<W, U>>, buf: &[W]| {
+        for (j, st) in outs.iter().enumerate() {
+            merge(&mut total, st);
+            if !exact {
+                continue;
+            }
+            let mut rest = &buf[j * NP_BUFSIZE..j * NP_BUFSIZE + st.rel_valid as usize];
+            while !rest.is_empty() {
+                if pending.capacity() == 0 {
+                    pending.reserve_exact(NP_BUFSIZE);
+                }
+                let take = (NP_BUFSIZE - pending.len()).min(rest.len());
+                pending.extend_from_slice(&rest[..take]);
+                rest = &rest[take..];
+                if pending.len() == NP_BUFSIZE {
+                    rel_sum = rel_sum + pairwise_sum(&pending);
+                    pending.clear();
+                }
+            }
+        }
+    };
+    let buf_len = if exact { window * NP_BUFSIZE } else { 0 };
+    let (mut cur_buf, mut next_buf) = (vec![W::ZERO; buf_len], Vec::new());
+    // Window k+1 is computed while window k's results are folded in.
+    let mut outs = compute(0, &mut cur_buf);
+    let mut lo = window;
+    while lo < nblocks {
+        if next_buf.len() != buf_len {
+            next_buf = vec![W::ZERO; buf_len];
+        }
+        let (_, next) = rayon::join(|| feed(outs, &cur_buf), || compute(lo, &mut next_buf));
+        outs = next;
+        std::mem::swap(&mut cur_buf, &mut next_buf);
+        lo += window;
     }
-    if W::KIND == FloatKind::F64 {
-        // The valid relative errors are compacted before numpy sums them, so their block edges
-        // do not line up with the input's; for float64 the plain sum is within 1e-15 of numpy's.
-        total.rel_sum_exact = false;
-    } else {
-        // float32 means are printed with all their digits: redo numpy's blocks over the
-        // compacted array exactly (a second, cheaper read of the inputs).
-        let counts: Vec<u64> = blocks.iter().map(|b| b.rel_valid).collect();
-        total.rel_sum = compacted_sum::<B, D, W>(bench, device, p, &counts);
-        total.rel_sum_exact = true;
+    feed(outs, &cur_buf);
+    if !pending.is_empty() {
+        rel_sum = rel_sum + pairwise_sum(&pending);
     }
+    total.rel_sum = rel_sum;
+    total.rel_sum_exact = exact;
     total
 }
 
@@ -593,53 +1073,6 @@ fn rel_masked<B: Elem, D: Elem, W: Work>(b: B, d: D, p: &Params) -> Option<W> {
     let a = (W::from_f64(df) - W::from_f64(bf)).abs();
     let r = a / W::from_f64(B::KIND.round(abs_b + p.eps));
     (r >= W::ZERO).then_some(r)
-}
-
-/// `np.sum(rel_err[rel_err >= 0])`: numpy's 8192-element blocks over the compacted array.
-/// `counts[k]` is the number of valid elements in input block `k`.
-fn compacted_sum<B: Elem, D: Elem, W: Work>(
-    bench: &[B],
-    device: &[D],
-    p: &Params,
-    counts: &[u64],
-) -> W {
-    let total: u64 = counts.iter().sum();
-    let mut prefix = Vec::with_capacity(counts.len() + 1);
-    let mut acc = 0u64;
-    prefix.push(0u64);
-    for &c in counts {
-        acc += c;
-        prefix.push(acc);
-    }
-    let chunks = total.div_ceil(NP_BUFSIZE as u64) as usize;
-    let sums: Vec<W> = (0..chunks)
-        .into_par_iter()
-        .map(|c| {
-            let start = c as u64 * NP_BUFSIZE as u64;
-            let want = (total - start).min(NP_BUFSIZE as u64) as usize;
-            // The input block holding compacted index `start`.
-            let blk = prefix.partition_point(|&x| x <= start) - 1;
-            let mut skip = start - prefix[blk];
-            let mut buf: Vec<W> = Vec::with_capacity(want);
-            let mut i = blk * NP_BUFSIZE;
-            while buf.len() < want && i < bench.len() {
-                if let Some(r) = rel_masked::<B, D, W>(bench[i], device[i], p) {
-                    if skip > 0 {
-                        skip -= 1;
-                    } else {
-                        buf.push(r);
-                    }
-                }
-                i += 1;
-            }
-            pairwise_sum(&buf)
-        })
-        .collect();
-    let mut sum = W::ZERO;
-    for s in sums {
-        sum = sum + s;
-    }
-    sum
 }
 
 impl<W: Work, U: Work> FusedStats<W, U> {

@@ -1,24 +1,31 @@
 //! The fused pass on the GPU (feature `gpu`): stats-gpu's pair kernel, fed with this crate's
-//! thresholds and log2 semantics, for an fp32 device compared with an fp32 bench.
+//! thresholds and log2 semantics, joined into the same [`AllMetrics`] the CPU path returns.
 //!
-//! GPU-computed (each field mirrors the one of [`FusedStats`](crate::fused::FusedStats) for
-//! `W = f32`, `U = f64`): `n`, the three error-rate counts, `inf_nan`, the benchmark and
-//! absolute-threshold masks and error counts, the accumulative masks and counts, `up`, `down`,
-//! `not_equal`, `rel_valid`, `ulp_over`, `inf_nan_fail_rtol`, `inf_nan_fail_bound` (exact); `max_abs_err`, `max_rel` (exact); `max_ulp`
-//! (within 2^-24 relative); `sum_sq`, `rel_sum`, `sum_ulp` (within
-//! [`PAIR_SUM_REL_TOL`](stats_gpu::gpu::PAIR_SUM_REL_TOL) relative while invocations see few
-//! elements, see stats-gpu's `pair_kernel.rs`).
+//! Handled on the GPU (float32 working dtype): an fp32 device with an fp32 bench, an fp16
+//! device (f16 data) with an fp32 bench, a bf16 device (as f32 values, or packed bf16) with an
+//! fp32 bench. Not handled: a float64 bench or device (WGSL has no f64; run_ut's fp32 device
+//! comes with an fp64 bench) and 0-d tensors: [`all_metrics_on`] routes those to the CPU.
 //!
-//! Not GPU-computed yet: the cosine inputs (`dot`, `dd`, `bb`, `max_abs_device`, `max_abs_bench`), numpy's exact
-//! float32 summation order (`rel_sum_exact`), f16/bf16/f64 data.
+//! Counts, maxima and every cell derived from them are exact. The sums (`sum_sq`, `rel_sum`,
+//! `sum_ulp`, the cosine's) are compensated and land within 1e-6 relative of the CPU's for the
+//! five tolerance cells (cosine, RMSE, mean relative error, mean ULP error; error balance is
+//! exact here). The CPU reproduces numpy's float32 pairwise order bit for bit; the GPU sums are
+//! closer to the exact sum, so for float32 sums over tens of millions of elements the two may
+//! differ by numpy's own rounding (about 1e-6 at 64 Mi elements).
 
 use std::sync::OnceLock;
 
+use rayon::prelude::*;
+pub use stats_gpu::gpu::PairDevice;
 use stats_gpu::gpu::{Gpu, GpuError, PairParams, PairPartials};
 
-use crate::elem::Elem;
-use crate::elem::FloatKind;
+use crate::elem::{Elem, FloatKind};
 use crate::fused::{DeviceFamily, Params};
+use crate::metrics::{
+    AbsoluteThresholdMetrics, AccumulativeMetrics, AllMetrics, BenchmarkMetrics, Cosine, FloatData,
+    MetricsError, Ratio, UlpMetrics, all_metrics_shaped,
+};
+use crate::pyfmt::PyVal;
 
 /// Per biased float32 exponent, the lowest mantissa whose `floor(log2|x|)` (as this crate's
 /// CPU path computes it) is one above the exponent; 0x800000 where none is. `None` if that
@@ -58,12 +65,26 @@ pub enum GpuFusedError {
     Gpu(#[from] GpuError),
     #[error("the float32 log2 of this platform is not monotonic near binade tops")]
     Log2Table,
+    #[error("the GPU pass handles fp32, fp16 and bf16 devices with a float32 bench, not {0}")]
+    Unsupported(String),
+    #[error(transparent)]
+    Metrics(#[from] MetricsError),
 }
 
-/// Pair parameters for an fp32 device and an fp32 bench; `chunk_elems` 0 = the Gpu's chunk.
-pub fn pair_params_f32(chunk_elems: usize) -> Result<PairParams, GpuFusedError> {
-    let p = Params::new(DeviceFamily::F32, FloatKind::F32, FloatKind::F32);
-    let (mant, emin) = p.ulp.expect("fp32 has ULP parameters");
+/// Pair parameters for a device of `family` compared with a float32 bench; `chunk_elems` 0 =
+/// the Gpu's chunk.
+pub fn pair_params(family: DeviceFamily, chunk_elems: usize) -> Result<PairParams, GpuFusedError> {
+    let device_kind = match family {
+        DeviceFamily::F16 => FloatKind::F16,
+        DeviceFamily::BF16 | DeviceFamily::F32 => FloatKind::F32,
+        DeviceFamily::Other => {
+            return Err(GpuFusedError::Unsupported(
+                "a float64 (or other) device".into(),
+            ));
+        }
+    };
+    let p = Params::new(family, FloatKind::F32, device_kind);
+    let (mant, emin) = p.ulp.expect("fp16, bf16 and fp32 have ULP parameters");
     let f = |x: f64| x as f32;
     Ok(PairParams {
         eps: f(p.eps),
@@ -75,23 +96,344 @@ pub fn pair_params_f32(chunk_elems: usize) -> Result<PairParams, GpuFusedError> 
         rel_thresholds: [0.01, 0.001, 0.0001],
         ulp_mant: mant,
         ulp_emin: emin,
-        // fp32 thresholds the kernel compares by exponent: 32 = 2^5.
+        // The thresholds (32 for fp32, 1 otherwise) are powers of two.
         ulp_threshold_exp: p.ulp_threshold.log2() as i32,
         factor_t_max: 127,
+        // ULP errors are float64 for an fp32 device, float32 for fp16 / bf16.
+        ulp_max_exp: if family == DeviceFamily::F32 {
+            1023
+        } else {
+            127
+        },
         log2_bump: Box::new(*log2_bump().ok_or(GpuFusedError::Log2Table)?),
         clip_max: f(p.clip_max),
+        round_bench_f16: family == DeviceFamily::F16,
         chunk_elems,
     })
 }
 
-/// The GPU-computed subset of the fused statistics of an fp32 (bench, device) pair; field
-/// meanings as in `FusedStats` (maxima in f64, exactly the f32 values the CPU path gives).
+/// Pair parameters for an fp32 device and an fp32 bench; `chunk_elems` 0 = the Gpu's chunk.
+pub fn pair_params_f32(chunk_elems: usize) -> Result<PairParams, GpuFusedError> {
+    pair_params(DeviceFamily::F32, chunk_elems)
+}
+
+/// The GPU partials of an fp32 (bench, device) pair; field meanings as in `FusedStats`
+/// (maxima in f64, exactly the f32 values the CPU path gives).
 pub fn gpu_fused_f32(
     gpu: &Gpu,
     bench: &[f32],
     device: &[f32],
     chunk_elems: usize,
 ) -> Result<PairPartials, GpuFusedError> {
-    let params = pair_params_f32(chunk_elems)?;
+    gpu_fused(
+        gpu,
+        bench,
+        PairDevice::F32(device),
+        DeviceFamily::F32,
+        chunk_elems,
+    )
+}
+
+/// The device data a family accepts: f16 data for fp16, f32 (values) or bf16 data for bf16,
+/// f32 for fp32.
+fn check_family(device: &PairDevice<'_>, family: DeviceFamily) -> Result<(), GpuFusedError> {
+    let ok = matches!(
+        (device, family),
+        (PairDevice::F16(_), DeviceFamily::F16)
+            | (PairDevice::F32(_) | PairDevice::Bf16(_), DeviceFamily::BF16)
+            | (PairDevice::F32(_), DeviceFamily::F32)
+    );
+    if ok {
+        Ok(())
+    } else {
+        Err(GpuFusedError::Unsupported(format!(
+            "{device_kind} data for a {family:?} device",
+            device_kind = match device {
+                PairDevice::F32(_) => "float32",
+                PairDevice::F16(_) => "float16",
+                PairDevice::Bf16(_) => "bfloat16",
+            }
+        )))
+    }
+}
+
+/// The GPU partials of a float32 bench and a device of `family`.
+pub fn gpu_fused(
+    gpu: &Gpu,
+    bench: &[f32],
+    device: PairDevice<'_>,
+    family: DeviceFamily,
+    chunk_elems: usize,
+) -> Result<PairPartials, GpuFusedError> {
+    check_family(&device, family)?;
+    let params = pair_params(family, chunk_elems)?;
     Ok(gpu.pair_partials(bench, device, &params)?)
+}
+
+/// Every metric of one (bench, device) pair from the GPU pass; the cells equal those of
+/// [`crate::all_metrics`] on the same data (see the module notes for the sums).
+pub fn all_metrics_gpu(
+    gpu: &Gpu,
+    bench: &[f32],
+    device: PairDevice<'_>,
+    family: DeviceFamily,
+    chunk_elems: usize,
+) -> Result<AllMetrics, GpuFusedError> {
+    if bench.len() != device.len() {
+        return Err(MetricsError::LengthMismatch {
+            bench: bench.len(),
+            device: device.len(),
+        }
+        .into());
+    }
+    let g = gpu_fused(gpu, bench, device, family, chunk_elems)?;
+    Ok(join(&g, family, bench, device))
+}
+
+/// Where [`all_metrics_on`] computes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Backend {
+    Cpu,
+    /// The GPU for every pair it handles (the CPU for the rest); no adapter is an error.
+    Gpu,
+    /// The GPU for pairs of at least [`AUTO_GPU_MIN_ELEMS`] elements it handles, when the
+    /// process-wide Gpu is a hardware adapter (a CPU adapter such as lavapipe is slower than
+    /// the CPU path it runs on); else the CPU.
+    #[default]
+    Auto,
+}
+
+/// Below this many elements the upload and dispatch cost more than the CPU pass.
+pub const AUTO_GPU_MIN_ELEMS: usize = 4 << 20;
+
+/// All metrics of a pair, as [`all_metrics_shaped`], on the GPU when `backend` and the data
+/// allow (see [`Backend`]), using the process-wide [`Gpu::global`].
+pub fn all_metrics_on(
+    bench: FloatData<'_>,
+    device: FloatData<'_>,
+    family: DeviceFamily,
+    zero_d: bool,
+    backend: Backend,
+) -> Result<AllMetrics, GpuFusedError> {
+    if bench.len() != device.len() {
+        return Err(MetricsError::LengthMismatch {
+            bench: bench.len(),
+            device: device.len(),
+        }
+        .into());
+    }
+    let gpu_input = match (bench, device, family, zero_d) {
+        (_, _, _, true) => None,
+        (FloatData::F32(b), FloatData::F16(d), DeviceFamily::F16, _) => {
+            Some((b, PairDevice::F16(d)))
+        }
+        (FloatData::F32(b), FloatData::F32(d), DeviceFamily::F32 | DeviceFamily::BF16, _) => {
+            Some((b, PairDevice::F32(d)))
+        }
+        _ => None,
+    };
+    let use_gpu = match (backend, &gpu_input) {
+        (Backend::Cpu, _) | (_, None) => None,
+        (Backend::Gpu, Some(_)) => Some(Gpu::global()?),
+        (Backend::Auto, Some((b, _))) => {
+            if b.len() >= AUTO_GPU_MIN_ELEMS {
+                Gpu::global().ok().filter(|g| {
+                    g.adapter_info().device_type != stats_gpu::gpu::wgpu::DeviceType::Cpu
+                })
+            } else {
+                None
+            }
+        }
+    };
+    match (use_gpu, gpu_input) {
+        (Some(gpu), Some((b, d))) => all_metrics_gpu(gpu, b, d, family, 0),
+        _ => Ok(all_metrics_shaped(bench, device, family, zero_d)?),
+    }
+}
+
+fn ratio_or_zero(num: u64, den: u64) -> PyVal {
+    if den == 0 {
+        PyVal::py_int(0)
+    } else {
+        PyVal::np_f64(num as f64 / den as f64)
+    }
+}
+
+fn dual_ratio(count: u64, n: usize, t: f64) -> Ratio {
+    if n == 0 {
+        return Ratio {
+            value: PyVal::py_int(1),
+            pass: 1.0 > 1.0 - t,
+        };
+    }
+    let r = count as f64 / n as f64;
+    Ratio {
+        value: PyVal::np_f64(r),
+        pass: r > 1.0 - t,
+    }
+}
+
+/// `np.mean` of a float32 array from its sum: the sum is a float32, divided in float64.
+fn mean_f32(sum: f64, n: u64) -> f32 {
+    (f64::from(sum as f32) / n as f64) as f32
+}
+
+/// The GPU partials as the CPU's `metrics::finish` turns its fused statistics into cells (for
+/// a non-0-d pair with a float32 working dtype). Keep in step with `metrics.rs`.
+fn join(
+    g: &PairPartials,
+    family: DeviceFamily,
+    bench: &[f32],
+    device: PairDevice<'_>,
+) -> AllMetrics {
+    let n = g.n as usize;
+    let nn = g.n;
+    let eb = if n == 0 {
+        PyVal::py_int(0)
+    } else {
+        PyVal::np_f64(g.up.abs_diff(g.down) as f64 / n as f64)
+    };
+    let benchmark = (n > 0).then(|| {
+        let k = g.inf_nan + g.small;
+        let (max_rel, mean_rel) = if g.max_rel >= 0.0 {
+            (
+                PyVal::F32(g.max_rel as f32),
+                PyVal::F32(mean_f32(g.rel_sum, g.rel_valid)),
+            )
+        } else {
+            (PyVal::py_int(0), PyVal::py_int(0))
+        };
+        let mse = f64::from(mean_f32(g.sum_sq, nn));
+        let factor = n as f64 / ((nn - k) as f64 + 0.0001) + 0.0001;
+        BenchmarkMetrics {
+            small_value_err_ratio: ratio_or_zero(g.small_err_benchmark, g.small),
+            max_rel_error: max_rel,
+            mean_rel_error: mean_rel,
+            rmse: PyVal::np_f64((mse * factor).sqrt()),
+            eb: eb.clone(),
+        }
+    });
+    let normal = nn - g.inf_nan - g.small;
+    let absolute_threshold = AbsoluteThresholdMetrics {
+        inf_nan_error_ratio: ratio_or_zero(g.inf_nan_fail_rtol, g.inf_nan),
+        rel_err_ratio: ratio_or_zero(g.normal_rel_err, normal),
+        abs_err_ratio: ratio_or_zero(g.small_err_threshold, g.small),
+    };
+    let accumulative = AccumulativeMetrics {
+        inf_nan_error_ratio: ratio_or_zero(g.inf_nan_fail_bound, g.inf_nan),
+        rel_err_ratio: ratio_or_zero(g.acc_normal_rel_err, g.acc_normal),
+        abs_err_ratio: ratio_or_zero(g.acc_small_err, g.acc_small),
+        eb,
+    };
+    let ulp = (n > 0).then(|| {
+        let (max_ulp, mean_ulp) = if family == DeviceFamily::F32 {
+            (
+                PyVal::np_f64(g.max_ulp),
+                PyVal::np_f64(g.sum_ulp / n as f64),
+            )
+        } else {
+            (
+                PyVal::F32(g.max_ulp as f32),
+                PyVal::F32(mean_f32(g.sum_ulp, nn)),
+            )
+        };
+        UlpMetrics {
+            max_ulp_error: max_ulp,
+            mean_ulp_error: mean_ulp,
+            ulp_error_proportion: PyVal::np_f64(g.ulp_over as f64 / n as f64),
+        }
+    });
+    AllMetrics {
+        n,
+        max_abs_err: (n > 0).then_some(PyVal::F32(g.max_abs_err as f32)),
+        max_abs_err_value: g.max_abs_err,
+        hundredth: dual_ratio(g.lt_hundredth, n, 0.01),
+        thousandth: dual_ratio(g.lt_thousandth, n, 0.001),
+        ten_thousandth: dual_ratio(g.lt_ten_thousandth, n, 0.0001),
+        benchmark,
+        absolute_threshold,
+        ulp,
+        accumulative,
+        binary_error_rate: (n > 0).then(|| PyVal::py_float(g.not_equal as f64 / n as f64)),
+        cosine: cosine(g, bench, device),
+    }
+}
+
+const COS_SCALAR: &str =
+    "All the data in device dump data is scalar. Please refer to other compare algorithms.";
+
+fn device_at(device: &PairDevice<'_>, i: usize) -> f64 {
+    match device {
+        PairDevice::F32(a) => f64::from(a[i]),
+        PairDevice::F16(a) => a[i].to_f64(),
+        PairDevice::Bf16(a) => a[i].to_f64(),
+    }
+}
+
+/// run_ut's cosine from the GPU's max-abs values and sums (as `metrics::cosine`); the sums are
+/// redone on the CPU when the GPU left elements out of them or the magnitudes are extreme.
+fn cosine(g: &PairPartials, bench: &[f32], device: PairDevice<'_>) -> Cosine {
+    let space = PyVal::space();
+    if g.n == 1 {
+        return Cosine {
+            value: space,
+            pass: true,
+            message: COS_SCALAR,
+        };
+    }
+    let e = f64::EPSILON;
+    let (md, mb) = (g.max_abs_device, g.max_abs_bench);
+    if md <= e && mb <= e {
+        return Cosine {
+            value: space,
+            pass: true,
+            message: "All the data in device and bench outputs are zero.",
+        };
+    } else if md <= e {
+        return Cosine {
+            value: space,
+            pass: false,
+            message: "All the data is zero in device dump data.",
+        };
+    } else if mb <= e {
+        return Cosine {
+            value: space,
+            pass: false,
+            message: "All the data is zero in bench dump data.",
+        };
+    }
+    let nan = Cosine {
+        value: PyVal::py_float(f64::NAN),
+        pass: true,
+        message: "Dump data has NaN when comparing with Cosine Similarity.",
+    };
+    if !md.is_finite() || !mb.is_finite() {
+        return nan;
+    }
+    // The GPU sums lose low parts of products below about 2^-100: trust them only when each
+    // side reaches 2^-30 somewhere, so those losses are far below the sums.
+    let gpu_sums_ok = |m: f64| m >= 2f64.powi(-30);
+    let (dot, dd, bb) = if g.cos_out_of_range == 0 && gpu_sums_ok(md) && gpu_sums_ok(mb) {
+        (g.dot / (md * mb), g.dd / (md * md), g.bb / (mb * mb))
+    } else {
+        // Values the GPU sums leave out or cannot hold exactly: scale by the max first, as
+        // msprobe does.
+        (0..bench.len())
+            .into_par_iter()
+            .map(|i| {
+                let (x, y) = (device_at(&device, i) / md, f64::from(bench[i]) / mb);
+                (x * y, x * x, y * y)
+            })
+            .reduce(|| (0.0, 0.0, 0.0), |a, b| (a.0 + b.0, a.1 + b.1, a.2 + b.2))
+    };
+    let cos = dot / (dd.sqrt() * bb.sqrt());
+    if cos.is_nan() {
+        return nan;
+    }
+    let cos = cos.clamp(-1.0, 1.0);
+    Cosine {
+        value: PyVal::np_f64(cos),
+        pass: cos > 0.99,
+        message: "",
+    }
 }

@@ -288,3 +288,56 @@ proptest! {
         compare(fam, &b, &d)?;
     }
 }
+
+/// Many windows of the multi-block pass (32 blocks each on one thread) and a stretch of blocks
+/// whose relative errors are mostly masked, so the float32 mean's re-blocking of the valid
+/// errors crosses block, leaf and window edges unevenly.
+#[test]
+fn fused_matches_reference_across_windows() {
+    let sp = special();
+    let mut state = 0x2545_F491_4F6C_DD1Du64;
+    let mut next = move || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state
+    };
+    let unit = |r: u64| (r >> 11) as f64 / (1u64 << 53) as f64;
+    let len = 70 * 8192 + 333;
+    let (mut b, mut d) = (Vec::with_capacity(len), Vec::with_capacity(len));
+    for i in 0..len {
+        let r = next();
+        let x = if r % 97 == 0 {
+            sp[(r >> 8) as usize % sp.len()]
+        } else {
+            (unit(r) - 0.5) * 4.0
+        };
+        // Blocks 20..30: mostly benchmark values below every small-value threshold.
+        let x = if (20 * 8192..30 * 8192).contains(&i) && r % 16 != 0 {
+            x * 1e-9
+        } else {
+            x
+        };
+        let y = if r % 89 == 1 {
+            sp[(r >> 20) as usize % sp.len()]
+        } else {
+            x * (1.0 + (unit(next()) - 0.5) * 1e-3)
+        };
+        b.push(x);
+        d.push(y);
+    }
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(1)
+        .build()
+        .expect("thread pool");
+    for fam in [
+        DeviceFamily::F16,
+        DeviceFamily::BF16,
+        DeviceFamily::F32,
+        DeviceFamily::Other,
+    ] {
+        if let Err(e) = pool.install(|| compare(fam, &b, &d)) {
+            panic!("{fam:?}: {e}");
+        }
+    }
+}

@@ -21,7 +21,9 @@ use std::sync::{Mutex, MutexGuard, OnceLock};
 
 use crate::{ElemType, Partials, TensorView};
 
-pub use pair_kernel::{PAIR_SUM_REL_TOL, PairParams, PairPartials};
+pub use pair_kernel::{
+    PAIR_SUM_REL_TOL, PairData, PairDevice, PairParams, PairPartials, PairTiming,
+};
 pub use resident::GpuTensor;
 pub use timing::CopyTiming;
 /// The wgpu this crate was built with, for [`Gpu::adapter_info`], [`Gpu::device`] and the like.
@@ -181,18 +183,19 @@ impl Gpu {
         result
     }
 
-    /// Error counts, error maxima and sums and fp32 ULP statistics of a (bench, device) pair
-    /// in one pass over both arrays (see [`PairPartials`]); lengths beyond the shorter are
-    /// ignored.
-    pub fn pair_partials(
+    /// Error counts, error maxima and sums, ULP statistics, cosine inputs and compare's tensor
+    /// metrics of a (bench, device) pair in one pass over both arrays (see [`PairPartials`]);
+    /// either side is f32, f16 or bf16 ([`PairData`]). Lengths beyond the shorter are
+    /// ignored. Upload and record buffers are kept for the next call.
+    pub fn pair_partials<'a, 'b>(
         &self,
-        bench: &[f32],
-        device: &[f32],
+        bench: impl Into<PairData<'a>>,
+        device: impl Into<PairData<'b>>,
         params: &PairParams,
     ) -> Result<PairPartials, GpuError> {
         // One user of the device's queue at a time, like the other entry points.
         let _state = self.lock_state();
-        pair_kernel::pair_partials(self, bench, device, params)
+        pair_kernel::pair_partials(self, bench.into(), device.into(), params)
     }
 
     fn pair(&self) -> &pair_kernel::PairKernel {
