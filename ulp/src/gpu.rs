@@ -23,7 +23,7 @@ use crate::elem::{Elem, FloatKind};
 use crate::fused::{DeviceFamily, Params};
 use crate::metrics::{
     AbsoluteThresholdMetrics, AccumulativeMetrics, AllMetrics, BenchmarkMetrics, Cosine, FloatData,
-    MetricsError, Ratio, UlpMetrics, all_metrics_shaped,
+    MetricsError, UlpMetrics, all_metrics_shaped, dual_ratio, ratio_or_zero,
 };
 use crate::pyfmt::PyVal;
 
@@ -248,28 +248,6 @@ pub fn all_metrics_on(
     match (use_gpu, gpu_input) {
         (Some(gpu), Some((b, d))) => all_metrics_gpu(gpu, b, d, family, 0),
         _ => Ok(all_metrics_shaped(bench, device, family, zero_d)?),
-    }
-}
-
-fn ratio_or_zero(num: u64, den: u64) -> PyVal {
-    if den == 0 {
-        PyVal::py_int(0)
-    } else {
-        PyVal::np_f64(num as f64 / den as f64)
-    }
-}
-
-fn dual_ratio(count: u64, n: usize, t: f64) -> Ratio {
-    if n == 0 {
-        return Ratio {
-            value: PyVal::py_int(1),
-            pass: 1.0 > 1.0 - t,
-        };
-    }
-    let r = count as f64 / n as f64;
-    Ratio {
-        value: PyVal::np_f64(r),
-        pass: r > 1.0 - t,
     }
 }
 

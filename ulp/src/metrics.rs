@@ -118,7 +118,8 @@ pub struct AllMetrics {
     pub cosine: Cosine,
 }
 
-fn ratio_or_zero(num: u64, den: u64) -> PyVal {
+/// `num / den` as a numpy float64, or Python's `0` when nothing was counted.
+pub(crate) fn ratio_or_zero(num: u64, den: u64) -> PyVal {
     if den == 0 {
         PyVal::py_int(0)
     } else {
@@ -126,7 +127,8 @@ fn ratio_or_zero(num: u64, den: u64) -> PyVal {
     }
 }
 
-fn dual_ratio(count: u64, n: usize, t: f64) -> Ratio {
+/// A dual-hundredths/thousandths/ten-thousandths share and its verdict (1 for an empty pair).
+pub(crate) fn dual_ratio(count: u64, n: usize, t: f64) -> Ratio {
     if n == 0 {
         return Ratio {
             value: PyVal::py_int(1),
