@@ -23,7 +23,7 @@ use crate::elem::{Elem, FloatKind};
 use crate::fused::{DeviceFamily, Params};
 use crate::metrics::{
     AbsoluteThresholdMetrics, AccumulativeMetrics, AllMetrics, BenchmarkMetrics, Cosine, FloatData,
-    MetricsError, UlpMetrics, all_metrics_shaped, dual_ratio, ratio_or_zero,
+    MetricsError, UlpMetrics, all_metrics_shaped, cosine_from, dual_ratio, ratio_or_zero,
 };
 use crate::pyfmt::PyVal;
 
@@ -337,9 +337,6 @@ fn join(
     }
 }
 
-const COS_SCALAR: &str =
-    "All the data in device dump data is scalar. Please refer to other compare algorithms.";
-
 fn device_at(device: &PairDevice<'_>, i: usize) -> f64 {
     match device {
         PairDevice::F32(a) => f64::from(a[i]),
@@ -348,54 +345,16 @@ fn device_at(device: &PairDevice<'_>, i: usize) -> f64 {
     }
 }
 
-/// run_ut's cosine from the GPU's max-abs values and sums (as `metrics::cosine`); the sums are
-/// redone on the CPU when the GPU left elements out of them or the magnitudes are extreme.
+/// run_ut's cosine from the GPU's max-abs values and sums (`metrics::cosine_from`); the sums
+/// are redone on the CPU when the GPU left elements out of them or the magnitudes are extreme.
 fn cosine(g: &PairPartials, bench: &[f32], device: PairDevice<'_>) -> Cosine {
-    let space = PyVal::space();
-    if g.n == 1 {
-        return Cosine {
-            value: space,
-            pass: true,
-            message: COS_SCALAR,
-        };
-    }
-    let e = f64::EPSILON;
     let (md, mb) = (g.max_abs_device, g.max_abs_bench);
-    if md <= e && mb <= e {
-        return Cosine {
-            value: space,
-            pass: true,
-            message: "All the data in device and bench outputs are zero.",
-        };
-    } else if md <= e {
-        return Cosine {
-            value: space,
-            pass: false,
-            message: "All the data is zero in device dump data.",
-        };
-    } else if mb <= e {
-        return Cosine {
-            value: space,
-            pass: false,
-            message: "All the data is zero in bench dump data.",
-        };
-    }
-    let nan = Cosine {
-        value: PyVal::py_float(f64::NAN),
-        pass: true,
-        message: "Dump data has NaN when comparing with Cosine Similarity.",
-    };
-    if !md.is_finite() || !mb.is_finite() {
-        return nan;
-    }
     // The GPU sums lose low parts of products below about 2^-100: trust them only when each
     // side reaches 2^-30 somewhere, so those losses are far below the sums.
     let gpu_sums_ok = |m: f64| m >= 2f64.powi(-30);
-    let (dot, dd, bb) = if g.cos_out_of_range == 0 && gpu_sums_ok(md) && gpu_sums_ok(mb) {
-        (g.dot / (md * mb), g.dd / (md * md), g.bb / (mb * mb))
-    } else {
-        // Values the GPU sums leave out or cannot hold exactly: scale by the max first, as
-        // msprobe does.
+    let raw = (g.cos_out_of_range == 0 && gpu_sums_ok(md) && gpu_sums_ok(mb))
+        .then_some((g.dot, g.dd, g.bb));
+    cosine_from(g.n as usize, md, mb, raw, || {
         (0..bench.len())
             .into_par_iter()
             .map(|i| {
@@ -403,15 +362,5 @@ fn cosine(g: &PairPartials, bench: &[f32], device: PairDevice<'_>) -> Cosine {
                 (x * y, x * x, y * y)
             })
             .reduce(|| (0.0, 0.0, 0.0), |a, b| (a.0 + b.0, a.1 + b.1, a.2 + b.2))
-    };
-    let cos = dot / (dd.sqrt() * bb.sqrt());
-    if cos.is_nan() {
-        return nan;
-    }
-    let cos = cos.clamp(-1.0, 1.0);
-    Cosine {
-        value: PyVal::np_f64(cos),
-        pass: cos > 0.99,
-        message: "",
-    }
+    })
 }

@@ -150,8 +150,34 @@ fn cosine<B: Elem, D: Elem, W: Work, U: Work>(
     bench: &[B],
     device: &[D],
 ) -> Cosine {
+    let (md, mb) = (s.max_abs_device, s.max_abs_bench);
+    let safe = |m: f64| (2f64.powi(-300)..2f64.powi(300)).contains(&m);
+    let raw = (safe(md) && safe(mb) && s.n < (1 << 40)).then_some((s.dot, s.dd, s.bb));
+    cosine_from(s.n, md, mb, raw, || {
+        bench
+            .par_iter()
+            .zip(device.par_iter())
+            .map(|(b, d)| {
+                let (x, y) = (d.to_f64() / md, b.to_f64() / mb);
+                (x * y, x * x, y * y)
+            })
+            .reduce(|| (0.0, 0.0, 0.0), |a, b| (a.0 + b.0, a.1 + b.1, a.2 + b.2))
+    })
+}
+
+/// run_ut's cosine (`cosine_sim`) from the largest magnitudes of each side (`md` device, `mb`
+/// bench) and the sums Σd·b, Σd², Σb². `raw` holds the unscaled sums when the caller trusts
+/// them; otherwise (extreme magnitudes) `rescaled` recomputes the sums of the values divided by
+/// their side's max, as msprobe does to avoid overflow.
+pub(crate) fn cosine_from(
+    n: usize,
+    md: f64,
+    mb: f64,
+    raw: Option<(f64, f64, f64)>,
+    rescaled: impl FnOnce() -> (f64, f64, f64),
+) -> Cosine {
     let space = PyVal::space();
-    if s.n == 1 {
+    if n == 1 {
         return Cosine {
             value: space,
             pass: true,
@@ -159,7 +185,6 @@ fn cosine<B: Elem, D: Elem, W: Work, U: Work>(
         };
     }
     let e = f64::EPSILON;
-    let (md, mb) = (s.max_abs_device, s.max_abs_bench);
     if md <= e && mb <= e {
         return Cosine {
             value: space,
@@ -187,19 +212,9 @@ fn cosine<B: Elem, D: Elem, W: Work, U: Work>(
     if !md.is_finite() || !mb.is_finite() {
         return nan;
     }
-    let safe = |m: f64| (2f64.powi(-300)..2f64.powi(300)).contains(&m);
-    let (dot, dd, bb) = if safe(md) && safe(mb) && s.n < (1 << 40) {
-        (s.dot / (md * mb), s.dd / (md * md), s.bb / (mb * mb))
-    } else {
-        // Extreme magnitudes: scale by the max first, as msprobe does, to avoid overflow.
-        bench
-            .par_iter()
-            .zip(device.par_iter())
-            .map(|(b, d)| {
-                let (x, y) = (d.to_f64() / md, b.to_f64() / mb);
-                (x * y, x * x, y * y)
-            })
-            .reduce(|| (0.0, 0.0, 0.0), |a, b| (a.0 + b.0, a.1 + b.1, a.2 + b.2))
+    let (dot, dd, bb) = match raw {
+        Some((dot, dd, bb)) => (dot / (md * mb), dd / (md * md), bb / (mb * mb)),
+        None => rescaled(),
     };
     let cos = dot / (dd.sqrt() * bb.sqrt());
     if cos.is_nan() {
