@@ -2,7 +2,7 @@
 same way shared/fixtures/msprobe-26.2.0-cpu/scripts/pt_dump.py runs it under msprobe.
 
 usage: python drive_model.py --config cfg.json --dump-path DIR [--steps 2] [--dtype float32]
-       [--no-tool] [--print-step-times]
+       [--no-tool] [--model tiny|big] [--threads N] [--times-out FILE]
 """
 import argparse
 import json
@@ -49,9 +49,10 @@ def main():
     model, xs, ys = models.build(a.model, getattr(torch, a.dtype), seed=a.seed)
     model.train()
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
-    times = []
+    times, cpu = [], []
     for step in range(a.steps):
         t0 = time.perf_counter()
+        c0 = time.process_time()
         if debugger is not None:
             debugger.start(model=model)
         out = model(xs[step % len(xs)])
@@ -63,10 +64,12 @@ def main():
             debugger.stop()
             debugger.step()
         times.append(time.perf_counter() - t0)
+        cpu.append(time.process_time() - c0)
         print(f"step {step} loss {float(loss):.6f}", flush=True)
     if a.times_out:
         with open(a.times_out, "w") as f:
-            json.dump(times, f)
+            # Wall and CPU (all threads of the process) seconds per step.
+            json.dump({"wall": times, "cpu": cpu}, f)
 
 
 if __name__ == "__main__":

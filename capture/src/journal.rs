@@ -51,6 +51,9 @@ pub enum Record {
     Remove { name: String },
     /// The call stack of an entry.
     Stack { name: String, frames: Vec<String> },
+    /// The call stack of an entry, by the index of an earlier stack group (groups are
+    /// numbered by the first appearance of each distinct frame list in this journal).
+    StackRef { name: String, group: usize },
     /// A construct.json node.
     Construct {
         name: String,
@@ -66,6 +69,7 @@ const K_REMOVE: u8 = 3;
 const K_STACK: u8 = 4;
 const K_CONSTRUCT: u8 = 5;
 const K_CHECKPOINT: u8 = 6;
+const K_STACK_REF: u8 = 7;
 
 fn opt_str(v: &Option<String>) -> Value {
     match v {
@@ -108,6 +112,10 @@ impl Record {
                     name.as_str().into(),
                     Value::Array(frames.iter().map(|f| Value::from(f.as_str())).collect()),
                 ]),
+            ),
+            Record::StackRef { name, group } => (
+                K_STACK_REF,
+                Value::Array(vec![name.as_str().into(), Value::Int(*group as i64)]),
             ),
             Record::Construct { name, parent } => (
                 K_CONSTRUCT,
@@ -156,6 +164,15 @@ impl Record {
                 Record::Stack {
                     name: s(name)?,
                     frames: frames.as_array()?.iter().map(s).collect::<Option<_>>()?,
+                }
+            }
+            K_STACK_REF => {
+                let [name, group] = v.as_array()? else {
+                    return None;
+                };
+                Record::StackRef {
+                    name: s(name)?,
+                    group: usize::try_from(group.as_i64()?).ok()?,
                 }
             }
             K_CONSTRUCT => {

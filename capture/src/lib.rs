@@ -5,6 +5,7 @@
 //! * [`state`]: replays records into dump.json / stack.json / construct.json.
 //! * [`stats`]: tensor records with statistics from stats-gpu, read in place.
 //! * [`tensors`]: `.pt` files written on a background thread.
+//! * [`torch_order`]: float32 Mean/Norm in PyTorch's CPU summation order.
 //! * [`Session`] ties them together for one rank directory; [`recover`] rebuilds the JSON
 //!   files of a killed run from its journals.
 
@@ -13,6 +14,7 @@ pub mod journal;
 pub mod state;
 pub mod stats;
 pub mod tensors;
+pub mod torch_order;
 
 use std::path::{Path, PathBuf};
 
@@ -59,6 +61,31 @@ impl Session {
         self.state.apply(&rec);
         self.dirty = true;
         Ok(())
+    }
+
+    /// Records the call stack of `name`; returns the index of its stack group, which later
+    /// entries with the same frames can name through [`Session::stack_ref`] (a short journal
+    /// record instead of the whole frame list).
+    pub fn stack(&mut self, name: String, frames: Vec<String>) -> Result<usize> {
+        if let Some(g) = self.state.stack_group_of(&frames) {
+            self.record(Record::StackRef { name, group: g })?;
+            return Ok(g);
+        }
+        let g = self.state.stack_group_count();
+        self.record(Record::Stack { name, frames })?;
+        Ok(g)
+    }
+
+    /// Records the call stack of `name` as that of stack group `group`.
+    pub fn stack_ref(&mut self, name: String, group: usize) -> Result<()> {
+        if group >= self.state.stack_group_count() {
+            return Err(Error::Journal {
+                path: self.journal.path().to_path_buf(),
+                offset: 0,
+                msg: format!("stack group {group} does not exist (entry {name})"),
+            });
+        }
+        self.record(Record::StackRef { name, group })
     }
 
     /// Writes the JSON files from everything recorded so far (nothing to do when no record
@@ -116,7 +143,7 @@ pub fn recover(dir: &Path) -> Result<Vec<Recovered>> {
         out.push(Recovered {
             dir: rank_dir,
             records: replay.records.len(),
-            entries: state.data.len(),
+            entries: state.data_len(),
             ignored_tail: replay.ignored_tail,
         });
     }

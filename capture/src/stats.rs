@@ -2,10 +2,11 @@
 
 use dumpfmt::dump::{Checksum, Md5Slot, Stat, TensorRecord};
 use dumpfmt::json::Value;
-use stats_gpu::summary::{self, Device, Options, SummaryMode};
+use stats_gpu::summary::{self, Device, Flavour, Options, Precision, SummaryMode};
 use stats_gpu::{ElemType, TensorView};
 
 use crate::error::{Error, Result};
+use crate::torch_order;
 
 /// stats-gpu's element type for a torch dtype name (`torch.float32`…); `None` for dtypes
 /// msprobe records without statistics (float8…).
@@ -26,6 +27,31 @@ pub fn elem_type(torch_dtype: &str) -> Option<ElemType> {
         "torch.float64" => ElemType::F64,
         "torch.complex64" => ElemType::C64,
         "torch.complex128" => ElemType::C128,
+        _ => return None,
+    })
+}
+
+/// stats-gpu's element type for a MindSpore dtype name (`str(tensor.dtype)`: `Float32`,
+/// `BFloat16`…) as msprobe's MindSpore rules see it. Float8 tensors are recorded from their
+/// float32 copy under float32's rules; `None` for dtypes numprobe has no statistics for.
+pub fn mindspore_elem_type(ms_dtype: &str) -> Option<ElemType> {
+    Some(match ms_dtype {
+        "Bool" => ElemType::Bool,
+        "UInt8" => ElemType::U8,
+        "Int8" => ElemType::I8,
+        "Int16" => ElemType::I16,
+        "Int32" => ElemType::I32,
+        "Int64" => ElemType::I64,
+        "UInt16" => ElemType::U16,
+        "UInt32" => ElemType::U32,
+        "UInt64" => ElemType::U64,
+        "Float16" => ElemType::F16,
+        "BFloat16" => ElemType::BF16,
+        "Float32" => ElemType::F32,
+        "Float64" => ElemType::F64,
+        "Complex64" => ElemType::C64,
+        "Complex128" => ElemType::C128,
+        s if s.starts_with("Float8") => ElemType::F32,
         _ => return None,
     })
 }
@@ -57,10 +83,76 @@ pub struct TensorInfo<'a> {
     pub bytes: Option<&'a [u8]>,
     pub requires_grad: Option<bool>,
     pub data_name: Option<&'a str>,
+    /// `Some(torch threads)`: float32 Mean/Norm are summed in PyTorch's CPU order for that
+    /// many threads (what msprobe's `torch.mean`/`torch.norm` give), see [`torch_order`];
+    /// `None`: stats-gpu's correctly rounded values.
+    ///
+    /// [`torch_order`]: crate::torch_order
+    pub torch_threads: Option<usize>,
+    /// float32 Mean and Norm already computed by torch itself (the adapter does so for
+    /// non-contiguous tensors, whose reduction order follows their strides); they replace
+    /// the computed ones where msprobe takes them from torch.
+    pub torch_mean_norm: Option<(f64, f64)>,
 }
 
-/// Builds the tensor record msprobe 26.2 writes for `info` under `mode`.
+/// Whether msprobe takes this tensor's Mean/Norm from torch's float32 reductions.
+fn torch_order_applies(info: &TensorInfo<'_>, elem: ElemType, opts: &Options) -> bool {
+    elem == ElemType::F32
+        && !info.shape.is_empty()
+        && opts.precision == Precision::Low
+        && opts.flavour == Flavour::PyTorch
+        && opts.mode != SummaryMode::Xor
+}
+
+struct FastF32 {
+    max: f64,
+    min: f64,
+    mean: f64,
+    norm: f64,
+    crc: Option<u32>,
+}
+
+/// The record values of a finite float32 tensor from one fused pass in torch's summation
+/// order (plus the CRC-32 in md5 mode); `None` sends the tensor down stats-gpu's general
+/// path (other dtypes and modes, empty tensors, NaN/inf, a float32 sum that overflows).
+fn torch_f32(
+    info: &TensorInfo<'_>,
+    bytes: &[u8],
+    elem: ElemType,
+    opts: &Options,
+) -> Option<FastF32> {
+    let threads = info.torch_threads?;
+    if !torch_order_applies(info, elem, opts) {
+        return None;
+    }
+    if info.torch_mean_norm.is_some() {
+        return None;
+    }
+    let xs = torch_order::as_f32(bytes).filter(|xs| !xs.is_empty())?;
+    let f = torch_order::fused(xs);
+    if !(f.sum.is_finite() && f.norm.is_finite()) {
+        return None;
+    }
+    let sum = if threads > 1 && xs.len() >= torch_order::GRAIN {
+        torch_order::torch_sum(xs, threads)
+    } else {
+        f.sum
+    };
+    Some(FastF32 {
+        max: f.max as f64,
+        min: f.min as f64,
+        mean: (sum / xs.len() as f32) as f64,
+        norm: f.norm as f64,
+        crc: (opts.mode == SummaryMode::Md5).then(|| stats_gpu::checksum::crc32(bytes)),
+    })
+}
+
+/// Builds the tensor record msprobe 26.2 writes for `info` under `opts` (its flavour picks
+/// PyTorch's or MindSpore's rules, see [`mindspore_record`]).
 pub fn tensor_record(info: &TensorInfo<'_>, opts: &Options) -> Result<Value> {
+    if opts.flavour == Flavour::MindSpore {
+        return mindspore_record(info, opts);
+    }
     let mode = opts.mode;
     let mut rec = TensorRecord::new(
         info.type_name,
@@ -72,11 +164,35 @@ pub fn tensor_record(info: &TensorInfo<'_>, opts: &Options) -> Result<Value> {
     if let (Some(bytes), Some(elem)) = (info.bytes, elem_type(info.dtype)) {
         let view = TensorView::new(elem, info.shape, bytes)
             .map_err(|e| Error::Tensor(format!("{} {:?}: {e}", info.dtype, info.shape)))?;
+        if let Some(fast) = torch_f32(info, bytes, elem, opts) {
+            rec.max = Some(Stat::Float(fast.max));
+            rec.min = Some(Stat::Float(fast.min));
+            rec.mean = Some(Stat::Float(fast.mean));
+            rec.norm = Some(Stat::Float(fast.norm));
+            rec.md5 = fast.crc.map(Checksum::Crc32);
+            rec.md5_slot = Md5Slot::Last;
+            return Ok(rec.to_value());
+        }
         let r = summary::compute(&view, opts, Device::Cpu)?;
         rec.max = r.max.map(stat);
         rec.min = r.min.map(stat);
         rec.mean = r.mean.map(stat);
         rec.norm = r.norm.map(stat);
+        if torch_order_applies(info, elem, opts) && rec.mean.is_some() {
+            if let Some((mean, norm)) = info.torch_mean_norm {
+                rec.mean = Some(Stat::Float(mean));
+                rec.norm = Some(Stat::Float(norm));
+            } else if let Some(threads) = info.torch_threads
+                // NaN/inf keep torch's propagation rules as stats-gpu applies them.
+                && matches!(rec.mean, Some(Stat::Float(m)) if m.is_finite())
+                && matches!(rec.norm, Some(Stat::Float(n)) if n.is_finite())
+                && let Some(xs) = torch_order::as_f32(bytes)
+                && !xs.is_empty()
+            {
+                rec.mean = Some(Stat::Float(torch_order::torch_mean(xs, threads) as f64));
+                rec.norm = Some(Stat::Float(torch_order::torch_norm(xs) as f64));
+            }
+        }
         rec.md5 = r.md5.map(checksum);
         rec.md5_slot = match mode {
             SummaryMode::Xor => Md5Slot::AfterShape,
@@ -84,4 +200,286 @@ pub fn tensor_record(info: &TensorInfo<'_>, opts: &Options) -> Result<Value> {
         };
     }
     Ok(rec.to_value())
+}
+
+/// The MindSpore record of `info` (spec §2.6.1, §3.3, §3.5): `info.dtype` is the MindSpore
+/// dtype name and `info.bytes` the tensor's `asnumpy()` buffer, in which BFloat16 and Float8
+/// tensors arrive as their float32 copy (what msprobe converts them to before numpy sees them).
+/// Only `statistics` and `md5` modes exist for MindSpore.
+pub fn mindspore_record(info: &TensorInfo<'_>, opts: &Options) -> Result<Value> {
+    let mut rec = TensorRecord::new(
+        info.type_name,
+        info.dtype,
+        info.shape.iter().map(|&d| d as u64).collect(),
+    );
+    rec.requires_grad = info.requires_grad;
+    rec.data_name = info.data_name.map(str::to_owned);
+    rec.md5_slot = Md5Slot::Last;
+    let Some(bytes) = info.bytes else {
+        return Ok(rec.to_value());
+    };
+    let wants_crc = opts.mode == SummaryMode::Md5;
+    let Some(elem) = mindspore_elem_type(info.dtype) else {
+        // A dtype without known rules: the statistics keys, null rather than guessed.
+        rec.max = Some(Stat::Null);
+        rec.min = Some(Stat::Null);
+        rec.mean = Some(Stat::Null);
+        rec.norm = Some(Stat::Null);
+        rec.md5 = wants_crc.then(|| Checksum::Crc32(stats_gpu::checksum::crc32(bytes)));
+        return Ok(rec.to_value());
+    };
+    let f32_len = info.shape.iter().try_fold(4usize, |n, &d| n.checked_mul(d));
+    let bad =
+        |e: stats_gpu::ViewError| Error::Tensor(format!("{} {:?}: {e}", info.dtype, info.shape));
+    // BFloat16 through its float32 copy: back to bfloat16 (exact, every value came from one),
+    // so Mean/Norm are rounded to bfloat16 and the CRC is taken over the float32 bytes again.
+    let bf16_bytes;
+    let bytes = if elem == ElemType::BF16 && f32_len == Some(bytes.len()) {
+        bf16_bytes = f32_to_bf16_bytes(bytes);
+        &bf16_bytes[..]
+    } else {
+        bytes
+    };
+    let view = TensorView::new(elem, info.shape, bytes).map_err(bad)?;
+    let opts = Options {
+        mode: if wants_crc {
+            SummaryMode::Md5
+        } else {
+            SummaryMode::Statistics
+        },
+        ..*opts
+    };
+    let r = summary::compute(&view, &opts, Device::Cpu)?;
+    rec.max = r.max.map(stat);
+    rec.min = r.min.map(stat);
+    rec.mean = r.mean.map(stat);
+    rec.norm = r.norm.map(stat);
+    rec.md5 = r.md5.map(checksum);
+    if elem.is_float() && !view.is_scalar() && matches!(rec.max, Some(Stat::Float(m)) if m.is_nan())
+    {
+        // MindSpore's CPU max/min kernels skip NaN (NaN only when every element is NaN);
+        // Mean and Norm keep propagating it.
+        if let Some((max, min)) = max_min_skipping_nan(&view) {
+            rec.max = Some(Stat::Float(max));
+            rec.min = Some(Stat::Float(min));
+        }
+    }
+    if elem == ElemType::C64 && view.is_scalar() {
+        // A 0-dim complex64 is recorded as Python's `abs` of its value: a float64 magnitude.
+        let re = f32::from_le_bytes(bytes[0..4].try_into().expect("complex64 element"));
+        let im = f32::from_le_bytes(bytes[4..8].try_into().expect("complex64 element"));
+        let v = Stat::Float((re as f64).hypot(im as f64));
+        rec.max = Some(v);
+        rec.min = Some(v);
+        rec.mean = Some(v);
+        rec.norm = Some(v);
+    }
+    Ok(rec.to_value())
+}
+
+/// bfloat16 bytes of little-endian float32 values that are bfloat16 values.
+fn f32_to_bf16_bytes(b: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(b.len() / 2);
+    for c in b.chunks_exact(4) {
+        // A bfloat16 is the upper half of the float32 with the same value.
+        let x = u32::from_le_bytes(c.try_into().expect("4 bytes"));
+        out.extend_from_slice(&((x >> 16) as u16).to_le_bytes());
+    }
+    out
+}
+
+/// Max and Min of a real float tensor's float32 values (MindSpore reduces Float64 as float32),
+/// NaN skipped; `None` when every element is NaN.
+fn max_min_skipping_nan(view: &TensorView<'_>) -> Option<(f64, f64)> {
+    let cast;
+    let b = if view.elem() == ElemType::F32 {
+        view.bytes()
+    } else {
+        cast = summary::to_f32_bytes(view);
+        &cast[..]
+    };
+    let (max, min) = b
+        .chunks_exact(4)
+        .map(|c| f32::from_le_bytes(c.try_into().expect("4 bytes")))
+        .filter(|x| !x.is_nan())
+        .fold(None, |acc: Option<(f32, f32)>, x| match acc {
+            None => Some((x, x)),
+            Some((mx, mn)) => Some((mx.max(x), mn.min(x))),
+        })?;
+    Some((max as f64, min as f64))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ms_json(dtype: &str, shape: &[usize], bytes: &[u8], mode: SummaryMode) -> String {
+        let info = TensorInfo {
+            type_name: "mindspore.Tensor",
+            dtype,
+            shape,
+            bytes: Some(bytes),
+            requires_grad: None,
+            data_name: None,
+            torch_threads: None,
+            torch_mean_norm: None,
+        };
+        let opts = Options {
+            mode,
+            flavour: Flavour::MindSpore,
+            ..Options::default()
+        };
+        let mut out = Vec::new();
+        dumpfmt::json::write_python(&tensor_record(&info, &opts).unwrap(), &mut out);
+        // One line, as `json.dumps` without indent writes it.
+        let mut line = String::new();
+        for l in String::from_utf8(out).unwrap().lines() {
+            line.push_str(l.trim());
+            if l.ends_with(',') {
+                line.push(' ');
+            }
+        }
+        line
+    }
+
+    fn f32s(xs: &[f32]) -> Vec<u8> {
+        xs.iter().flat_map(|x| x.to_le_bytes()).collect()
+    }
+
+    #[test]
+    fn mindspore_casts_integers_and_names_the_type() {
+        let b: Vec<u8> = [40i64, -20, 30, 10]
+            .iter()
+            .flat_map(|x| x.to_le_bytes())
+            .collect();
+        let got = ms_json("Int64", &[2, 2], &b, SummaryMode::Statistics);
+        assert_eq!(
+            got,
+            r#"{"type": "mindspore.Tensor", "dtype": "Int64", "shape": [2, 2], "Max": 40.0, "Min": -20.0, "Mean": 15.0, "Norm": 54.772254943847656}"#
+        );
+    }
+
+    #[test]
+    fn mindspore_max_min_skip_nan() {
+        let b = f32s(&[1.0, f32::NAN, f32::INFINITY]);
+        let got = ms_json("Float32", &[3], &b, SummaryMode::Statistics);
+        assert!(
+            got.ends_with(r#""Max": Infinity, "Min": 1.0, "Mean": NaN, "Norm": NaN}"#),
+            "{got}"
+        );
+        let b = f32s(&[f32::NAN, f32::NAN]);
+        let got = ms_json("Float32", &[2], &b, SummaryMode::Statistics);
+        assert!(got.ends_with(r#""Max": NaN, "Min": NaN, "Mean": NaN, "Norm": NaN}"#));
+        // A 0-dim NaN is its own value.
+        let got = ms_json("Float32", &[], &f32s(&[f32::NAN]), SummaryMode::Statistics);
+        assert!(got.ends_with(r#""Max": NaN, "Min": NaN, "Mean": NaN, "Norm": NaN}"#));
+    }
+
+    #[test]
+    fn mindspore_bf16_arrives_as_float32_and_is_hashed_so() {
+        // bfloat16 values: Norm sqrt(16.8125) = 4.1003… rounded to bfloat16.
+        let xs = [1.5f32, -2.25, 3.0, 0.0, 0.5, -0.5];
+        let b = f32s(&xs);
+        let got = ms_json("BFloat16", &[2, 3], &b, SummaryMode::Md5);
+        let crc = format!("{:08x}", stats_gpu::checksum::crc32(&b));
+        assert_eq!(
+            got,
+            format!(
+                r#"{{"type": "mindspore.Tensor", "dtype": "BFloat16", "shape": [2, 3], "Max": 3.0, "Min": -2.25, "Mean": 0.375, "Norm": 4.09375, "md5": "{crc}"}}"#
+            )
+        );
+    }
+
+    #[test]
+    fn mindspore_scalars_bool_complex_empty() {
+        let got = ms_json(
+            "Int32",
+            &[],
+            &(-7i32).to_le_bytes(),
+            SummaryMode::Statistics,
+        );
+        assert!(got.ends_with(r#""shape": [], "Max": -7, "Min": -7, "Mean": -7, "Norm": -7}"#));
+        let got = ms_json("Bool", &[2], &[1, 0], SummaryMode::Statistics);
+        assert!(got.ends_with(r#""Max": true, "Min": false, "Mean": null, "Norm": null}"#));
+        let got = ms_json(
+            "Complex64",
+            &[2],
+            &f32s(&[3.0, 4.0, 0.0, 1.0]),
+            SummaryMode::Statistics,
+        );
+        assert!(
+            got.ends_with(r#""Max": 5.0, "Min": 1.0, "Mean": 3.0, "Norm": 5.099019527435303}"#),
+            "{got}"
+        );
+        // 0-dim complex64: Python's float64 abs of the value.
+        let got = ms_json(
+            "Complex64",
+            &[],
+            &f32s(&[0.1, 0.2]),
+            SummaryMode::Statistics,
+        );
+        let v = (0.1f32 as f64).hypot(0.2f32 as f64);
+        assert!(
+            got.ends_with(&format!(
+                r#""Max": {v:?}, "Min": {v:?}, "Mean": {v:?}, "Norm": {v:?}}}"#
+            )),
+            "{got}"
+        );
+        let got = ms_json("Float32", &[0, 3], &[], SummaryMode::Md5);
+        assert!(got.ends_with(
+            r#""Max": null, "Min": null, "Mean": null, "Norm": null, "md5": "00000000"}"#
+        ));
+    }
+
+    #[test]
+    fn mindspore_float16_rounds_and_float8_reads_float32() {
+        let b: Vec<u8> = [1.1f32, 2.2, 3.3]
+            .iter()
+            .flat_map(|&x| half_bits(x).to_le_bytes())
+            .collect();
+        let got = ms_json("Float16", &[3], &b, SummaryMode::Statistics);
+        assert!(
+            got.contains(r#""Max": 3.30078125, "Min": 1.099609375, "Mean": 2.19921875"#),
+            "{got}"
+        );
+        let got = ms_json(
+            "Float8E4M3FN",
+            &[2],
+            &f32s(&[0.5, -1.0]),
+            SummaryMode::Statistics,
+        );
+        assert!(
+            got.ends_with(r#""Max": 0.5, "Min": -1.0, "Mean": -0.25, "Norm": 1.1180340051651}"#),
+            "{got}"
+        );
+        // A buffer that does not hold shape's elements is an error, not a record.
+        let info = TensorInfo {
+            type_name: "mindspore.Tensor",
+            dtype: "Float32",
+            shape: &[3],
+            bytes: Some(&[0u8; 8]),
+            requires_grad: None,
+            data_name: None,
+            torch_threads: None,
+            torch_mean_norm: None,
+        };
+        let opts = Options {
+            flavour: Flavour::MindSpore,
+            ..Options::default()
+        };
+        assert!(tensor_record(&info, &opts).is_err());
+    }
+
+    /// float16 bits of a float32 (round to nearest even; normal range only).
+    fn half_bits(x: f32) -> u16 {
+        let b = x.to_bits();
+        let exp = ((b >> 23) & 0xff) as i32 - 127 + 15;
+        let mant = b & 0x7f_ffff;
+        let mut h = ((b >> 16) & 0x8000) | ((exp as u32) << 10) | (mant >> 13);
+        let rest = mant & 0x1fff;
+        if rest > 0x1000 || (rest == 0x1000 && h & 1 == 1) {
+            h += 1;
+        }
+        h as u16
+    }
 }

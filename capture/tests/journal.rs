@@ -69,6 +69,10 @@ fn sample_records() -> Vec<Record> {
             name: "Module.fc.Linear.forward.0".into(),
             parent: None,
         },
+        Record::StackRef {
+            name: "Functional.relu.0.forward".into(),
+            group: 0,
+        },
         entry("Tmp.x.0.forward", "output", Value::Null, false),
         Record::Remove {
             name: "Tmp.x.0.forward".into(),
@@ -91,26 +95,36 @@ fn replay_follows_msprobe_ordering() {
     for r in sample_records() {
         s.apply(&r);
     }
-    let keys: Vec<String> = s.data.keys().map(|k| k.to_string()).collect();
+    let keys: Vec<String> = s.data_names().map(str::to_owned).collect();
     // The module moved behind the API it contains; the removed entry is gone.
     assert_eq!(
         keys,
         ["Functional.linear.0.forward", "Module.fc.Linear.forward.0"]
     );
-    let m = s.data.get("Module.fc.Linear.forward.0").unwrap();
-    let mk: Vec<String> = m
-        .as_object()
-        .unwrap()
-        .keys()
-        .map(|k| k.to_string())
-        .collect();
+    let m = s.entry("Module.fc.Linear.forward.0").unwrap();
+    let mk: Vec<String> = m.keys().map(|k| k.to_string()).collect();
     assert_eq!(mk, ["input_args", "output"]);
-    // Both names share one frame list: one stack group.
+    // Both names share one frame list, and the reference joins it: one stack group.
     let stack = s.stack_value();
     let g = stack.get("0").unwrap().as_array().unwrap();
-    assert_eq!(g[0].as_array().unwrap().len(), 2);
+    let names: Vec<&str> = g[0]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "Functional.linear.0.forward",
+            "Module.fc.Linear.forward.0",
+            "Functional.relu.0.forward"
+        ]
+    );
     assert!(stack.get("1").is_none());
-    assert_eq!(s.construct.len(), 2);
+    assert_eq!(s.construct().len(), 2);
+    assert_eq!(s.data_len(), 2);
+    assert_eq!(s.data().len(), 2);
 }
 
 #[test]
@@ -209,4 +223,53 @@ fn recover_without_journal_is_an_error() {
     let root = tempfile::tempdir().unwrap();
     let err = capture::recover(root.path()).unwrap_err();
     assert!(err.to_string().contains("no journal"), "{err}");
+}
+
+/// The indexed entry store against Python dict semantics (a plain ordered Map), over many
+/// merges, moves and removals (enough to trigger compactions).
+#[test]
+fn indexed_entries_follow_dict_semantics() {
+    let mut s = DumpState::new();
+    let mut model = Map::new();
+    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+    for step in 0..20_000u64 {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        let name = format!("Tensor.add.{}.forward", x % 300);
+        let key = if x & (1 << 20) != 0 {
+            "input"
+        } else {
+            "output"
+        };
+        let rec = match (x >> 33) % 8 {
+            0 => Record::Remove { name: name.clone() },
+            1 | 2 => entry(&name, key, Value::Int(step as i64), true),
+            _ => entry(&name, key, Value::Int(step as i64), false),
+        };
+        s.apply(&rec);
+        match rec {
+            Record::Remove { name } => {
+                model.remove(&name);
+            }
+            Record::Entry {
+                name,
+                body,
+                reinsert,
+            } => {
+                if reinsert && let Some(v) = model.remove(&name) {
+                    model.insert(name.as_str(), v);
+                }
+                if !model.contains_key(&name) {
+                    model.insert(name.as_str(), Value::Object(Map::new()));
+                }
+                let m = model.get_mut(&name).and_then(Value::as_object_mut).unwrap();
+                for (k, v) in body.iter() {
+                    m.insert(k.clone(), v.clone());
+                }
+            }
+            _ => unreachable!(),
+        }
+    }
+    assert_eq!(s.data(), model);
 }

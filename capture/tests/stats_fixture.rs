@@ -54,6 +54,8 @@ fn statistics_of_fixture_tensors_match_msprobe() {
                 bytes: Some(tensor.bytes()),
                 requires_grad: t.record.requires_grad,
                 data_name: Some(name),
+                torch_threads: None,
+                torch_mean_norm: None,
             };
             let got = tensor_record(&info, &Options::default()).unwrap();
             assert_close(&got, t.value, &t.json_path);

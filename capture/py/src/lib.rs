@@ -3,6 +3,8 @@
 //! are computed in place with the GIL released, entries go to the crash-safe journal, and
 //! tensor files are written on a background thread.
 
+mod accuracy;
+
 use std::path::PathBuf;
 
 use capture::journal::{Meta, Record};
@@ -12,7 +14,7 @@ use dumpfmt::json::{Map, Value};
 use pyo3::exceptions::{PyOSError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
-use stats_gpu::summary::{Options, Precision, SummaryMode};
+use stats_gpu::summary::{Flavour, Options, Precision, SummaryMode};
 
 fn os_err(e: capture::Error) -> PyErr {
     PyOSError::new_err(e.to_string())
@@ -117,6 +119,8 @@ struct Session {
     inner: Option<capture::Session>,
     tensors: TensorWriter,
     opts: Options,
+    /// torch's intra-op thread count: float32 Mean/Norm follow its summation order.
+    torch_threads: Option<usize>,
 }
 
 impl Session {
@@ -130,7 +134,7 @@ impl Session {
 #[pymethods]
 impl Session {
     #[new]
-    #[pyo3(signature = (dir, task, level, framework, dump_data_dir, extra_info, summary_mode, precision="low"))]
+    #[pyo3(signature = (dir, task, level, framework, dump_data_dir, extra_info, summary_mode, precision="low", torch_threads=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         dir: PathBuf,
@@ -141,6 +145,7 @@ impl Session {
         extra_info: bool,
         summary_mode: &str,
         precision: &str,
+        torch_threads: Option<usize>,
     ) -> PyResult<Session> {
         let opts = Options {
             mode: self::summary_mode(summary_mode)?,
@@ -153,7 +158,11 @@ impl Session {
                     )));
                 }
             },
-            ..Options::default()
+            // "mindspore": records of `asnumpy()` buffers under MindSpore's names and rules.
+            flavour: match framework.as_str() {
+                "mindspore" => Flavour::MindSpore,
+                _ => Flavour::PyTorch,
+            },
         };
         let meta = Meta {
             task,
@@ -167,11 +176,17 @@ impl Session {
             inner: Some(inner),
             tensors: TensorWriter::new(),
             opts,
+            torch_threads,
         })
     }
 
-    /// A tensor record with statistics read in place from `ptr` (contiguous CPU memory).
-    #[pyo3(signature = (ptr, nbytes, dtype, shape, requires_grad, data_name=None, stats=true))]
+    /// A tensor record with statistics read in place from `ptr` (contiguous CPU memory);
+    /// `mean_norm`: float32 Mean/Norm torch computed (see `TensorInfo::torch_mean_norm`).
+    ///
+    /// A MindSpore session takes the MindSpore dtype name (`Float32`…) and the `asnumpy()`
+    /// buffer (`arr.ctypes.data`, `arr.nbytes`; BFloat16/Float8 as their float32 copy), see
+    /// `capture::stats::mindspore_record`.
+    #[pyo3(signature = (ptr, nbytes, dtype, shape, requires_grad, data_name=None, stats=true, mean_norm=None))]
     #[allow(clippy::too_many_arguments)]
     fn tensor(
         &self,
@@ -183,16 +198,22 @@ impl Session {
         requires_grad: Option<bool>,
         data_name: Option<&str>,
         stats: bool,
+        mean_norm: Option<(f64, f64)>,
     ) -> PyResult<TensorRec> {
         // SAFETY: see `borrow`.
         let bytes = unsafe { borrow(ptr, nbytes) };
         let info = TensorInfo {
-            type_name: "torch.Tensor",
+            type_name: match self.opts.flavour {
+                Flavour::MindSpore => "mindspore.Tensor",
+                Flavour::PyTorch => "torch.Tensor",
+            },
             dtype,
             shape: &shape,
             bytes: stats.then_some(bytes),
             requires_grad,
             data_name,
+            torch_threads: self.torch_threads,
+            torch_mean_norm: mean_norm,
         };
         let opts = self.opts;
         let value = py
@@ -244,10 +265,14 @@ impl Session {
             .map_err(os_err)
     }
 
-    fn stack(&mut self, name: String, frames: Vec<String>) -> PyResult<()> {
-        self.inner()?
-            .record(Record::Stack { name, frames })
-            .map_err(os_err)
+    /// Records `name`'s call stack; returns its stack group for [`Session::stack_ref`].
+    fn stack(&mut self, name: String, frames: Vec<String>) -> PyResult<usize> {
+        self.inner()?.stack(name, frames).map_err(os_err)
+    }
+
+    /// Records `name`'s call stack as the frames of stack group `group` of this session.
+    fn stack_ref(&mut self, name: String, group: usize) -> PyResult<()> {
+        self.inner()?.stack_ref(name, group).map_err(os_err)
     }
 
     #[pyo3(signature = (name, parent=None))]
@@ -258,7 +283,7 @@ impl Session {
     }
 
     fn has_entry(&mut self, name: &str) -> PyResult<bool> {
-        Ok(self.inner()?.state().data.contains_key(name))
+        Ok(self.inner()?.state().contains_entry(name))
     }
 
     /// Writes dump.json / stack.json / construct.json from everything recorded so far.
@@ -283,6 +308,73 @@ impl Session {
     }
 }
 
+/// A cheap content sample of `nbytes` bytes at `ptr`: 64 evenly spaced 8-byte words plus the
+/// last word, mixed. The recorder reuses the statistics of a large tensor it saw unchanged
+/// (same object, version counter, storage and shape); this guards that reuse against writes
+/// the version counter does not see (`.data`, numpy or DLPack views), with high probability
+/// for any write that touches a sampled word.
+///
+/// # Safety (of the call)
+/// Same contract as [`Session::tensor`]: `ptr` is the `data_ptr()` of a live contiguous CPU
+/// tensor of at least `nbytes` bytes.
+#[pyfunction]
+fn fingerprint(py: Python<'_>, ptr: usize, nbytes: usize) -> u64 {
+    // SAFETY: see `borrow`.
+    let b = unsafe { borrow(ptr, nbytes) };
+    py.detach(|| sample_hash(b))
+}
+
+fn sample_hash(b: &[u8]) -> u64 {
+    const SAMPLES: usize = 64;
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325 ^ b.len() as u64;
+    let mut mix = |w: u64| {
+        h = (h ^ w).wrapping_mul(0x0000_0100_0000_01b3).rotate_left(29);
+    };
+    if b.len() < 8 * SAMPLES {
+        for c in b.chunks(8) {
+            let mut w = [0u8; 8];
+            w[..c.len()].copy_from_slice(c);
+            mix(u64::from_le_bytes(w));
+        }
+        return h;
+    }
+    let words = b.len() / 8;
+    for i in 0..SAMPLES {
+        let at = (i * (words - 1) / (SAMPLES - 1)) * 8;
+        mix(u64::from_le_bytes(
+            b[at..at + 8].try_into().expect("8 bytes"),
+        ));
+    }
+    mix(u64::from_le_bytes(
+        b[b.len() - 8..].try_into().expect("8 bytes"),
+    ));
+    h
+}
+
+/// float32 `(mean, norm)` of `nbytes` bytes at `ptr` in PyTorch's CPU summation order for
+/// `threads` torch threads (what `torch.mean`/`torch.norm` give; exposed for tests).
+#[pyfunction]
+fn torch_order_mean_norm(
+    py: Python<'_>,
+    ptr: usize,
+    nbytes: usize,
+    threads: usize,
+) -> PyResult<(f32, f32)> {
+    // SAFETY: see `borrow`.
+    let b = unsafe { borrow(ptr, nbytes) };
+    let xs = capture::torch_order::as_f32(b)
+        .ok_or_else(|| PyValueError::new_err("not aligned float32 memory"))?;
+    if xs.is_empty() {
+        return Err(PyValueError::new_err("empty tensor"));
+    }
+    Ok(py.detach(|| {
+        (
+            capture::torch_order::torch_mean(xs, threads),
+            capture::torch_order::torch_norm(xs),
+        )
+    }))
+}
+
 /// Rebuilds the JSON files below `dir` from journals; returns (rank dir, entries, ignored bytes).
 #[pyfunction]
 fn recover(dir: PathBuf) -> PyResult<Vec<(String, usize, u64)>> {
@@ -294,8 +386,11 @@ fn recover(dir: PathBuf) -> PyResult<Vec<(String, usize, u64)>> {
 
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    accuracy::register(m)?;
     m.add_class::<Session>()?;
     m.add_class::<TensorRec>()?;
     m.add_function(wrap_pyfunction!(recover, m)?)?;
+    m.add_function(wrap_pyfunction!(fingerprint, m)?)?;
+    m.add_function(wrap_pyfunction!(torch_order_mean_norm, m)?)?;
     Ok(())
 }

@@ -13,7 +13,9 @@ Backward entries use MindSpore's cell backward-hook operator around each recorde
 `input` holds the gradients of the outputs and `output` those of the inputs.
 
 The entries go to numprobe's Rust journal (`numprobe._native.Session`), so a killed run keeps
-everything recorded before the kill (`numprobe recover`).
+everything recorded before the kill (`numprobe recover`); the Rust core also computes each
+tensor's statistics and CRC-32 with msprobe's MindSpore rules, reading the `asnumpy()` buffer in
+place.
 """
 import atexit
 import linecache
@@ -38,7 +40,6 @@ except ImportError:  # pragma: no cover - older MindSpore
 
 from .. import _native
 from . import _api_lists
-from .records import crc32_hex, statistics
 
 _PKG_DIR = os.path.dirname(os.path.abspath(__file__))
 _tls = threading.local()
@@ -247,7 +248,8 @@ class Recorder:
         self.session = _native.Session(
             self.rank_dir, self.cfg.task, self.cfg.level, "mindspore",
             self.tensor_dir if self.cfg.task == "tensor" else None,
-            self.cfg.extra_info, "statistics", self.cfg.precision,
+            self.cfg.extra_info, "md5" if self.cfg.summary_mode == "md5" else "statistics",
+            self.cfg.precision,
         )
         return True
 
@@ -305,19 +307,18 @@ class Recorder:
     def _tensor(self, t, file_base):
         dtype_name = str(t.dtype)
         if dtype_name == "BFloat16" or dtype_name.startswith("Float8"):
-            t = t.astype(ms.float32)
+            t = t.astype(ms.float32)  # msprobe's statistics, checksum and file use this copy
         arr = t.asnumpy()
         if not arr.flags.c_contiguous:  # (np.ascontiguousarray would turn 0-dim into 1-dim)
             arr = np.ascontiguousarray(arr).reshape(arr.shape)
-        rec = {"type": "mindspore.Tensor", "dtype": dtype_name, "shape": list(t.shape)}
-        rec.update(statistics(arr, dtype_name, self.cfg.precision))
+        fname = None
         if file_base is not None:
             fname = f"{file_base}.npy"
             np.save(os.path.join(self.tensor_dir, fname), arr)
-            rec["data_name"] = fname
-        if self.cfg.summary_mode == "md5":
-            rec["md5"] = crc32_hex(arr)
-        return rec
+        # Statistics and CRC-32 with MindSpore's rules, read in place by the Rust core (the
+        # session's framework is "mindspore"); `arr` stays alive for the call.
+        return self.session.tensor(arr.ctypes.data, arr.nbytes, dtype_name, list(arr.shape),
+                                   None, fname)
 
     def _value(self, x, path, file_base, depth=0):
         """A record of `x`; `path` is the key path used in tensor file names."""

@@ -1,6 +1,24 @@
 """The PyTorch adapter: sees API calls through a TorchFunctionMode, modules through module
 hooks, gradients through autograd node hooks, and hands every value to the Rust session
-(``numprobe._native.Session``), which journals it and writes msprobe's files."""
+(``numprobe._native.Session``), which journals it and writes msprobe's files.
+
+Cost per recorded tensor is kept low by:
+* reading contiguous CPU tensors in place (no detach/copy) and computing statistics in Rust
+  with the GIL released; float32 tensors take one fused pass whose Mean/Norm follow torch's
+  CPU summation order, so they equal msprobe's bit for bit (capture/src/torch_order.rs);
+* reusing the record of a large tensor whose memory is unchanged since it was summarised
+  (``_cached_tensor``: an API's output is the next one's input, a parameter is read by several
+  calls, ``p.grad`` aliases the gradient the backward hook saw);
+* caching call stacks by code object and line, and journaling a repeated stack as a reference
+  to its group.
+
+Statistics are computed synchronously, on the training thread, before the API runs (inputs)
+and right after it (outputs): the journal holds every entry whose hook has returned, so a
+process killed at any point keeps every API recorded before the kill (a background pass would
+lose the entries still in flight and would have to guard against in-place updates that the
+mode does not see). Tensors on other devices are copied to the host in ``_tensor``; that is
+where device-side statistics would plug in.
+"""
 import linecache
 import os
 import sys
@@ -11,6 +29,7 @@ import torch
 import torch.nn.functional as F
 from torch.overrides import TorchFunctionMode
 
+from .._native import fingerprint as _fingerprint
 from . import _api_lists
 from .risk import is_recorded_at
 
@@ -18,6 +37,11 @@ _PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _OVERRIDES_FILE = os.path.abspath(sys.modules["torch.overrides"].__file__)
 _tls = threading.local()
 _NO_TORCH_FUNCTION = torch._C.DisableTorchFunction
+# Tensors at least this large have their records cached (below it a statistics pass costs
+# less than the cache's checks).
+_CACHE_MIN_BYTES = 64 << 10
+_DTYPE_NAMES = {}
+_STORAGE = torch.UntypedStorage
 
 
 def _busy():
@@ -215,7 +239,13 @@ class Recorder:
         self.bwd_stack = []
         self.scope_state = "before"
         self.scope_taken = set()
-        self.stack_cache = {}
+        self.stack_cache = {}  # call-site key -> (frames, code objects)
+        self.stack_gids = {}  # call-site key -> stack group of the current session
+        self.stats_cache = {}  # (storage, ptr, shape, dtype, rg) -> (weak storage, version, sample, rec)
+        self.cache_hits = 0
+        self.may_save = cfg.task == "tensor" or bool(cfg.tensor_list)
+        # msprobe takes float32 Mean/Norm from torch under precision low.
+        self.torch_order = cfg.precision == "low" and cfg.summary_mode != "xor"
         self.mode = None
         self.hooked_models = set()
         self.handles = []
@@ -248,9 +278,10 @@ class Recorder:
         self.tensor_dir = dump_data_dir
         if saves:
             os.makedirs(dump_data_dir, exist_ok=True)
+        self.stack_gids = {}
         self.session = Session(
             self.dir, cfg.task, cfg.level, "pytorch", dump_data_dir, cfg.extra_info,
-            cfg.summary_mode, cfg.precision,
+            cfg.summary_mode, cfg.precision, torch.get_num_threads(),
         )
         return True
 
@@ -299,6 +330,7 @@ class Recorder:
         self.scope_state = "before"
         self.scope_taken = set()
         self.param_grad_counts = {}
+        self._prune_stats_cache()
 
     # ------------------------------------------------------------------ values
 
@@ -353,58 +385,131 @@ class Recorder:
             return self._tensor(v, entry, path)
 
     def _tensor(self, v, entry, path):
-        t = v.detach()
-        stats = True
-        if t.is_meta or t.layout != torch.strided:
-            stats = False
+        dtype = v.dtype
+        dname = _DTYPE_NAMES.get(dtype)
+        if dname is None:
+            dname = _DTYPE_NAMES[dtype] = str(dtype)
+        shape = v.shape
+        # Fast path: contiguous CPU memory is read in place, without a detached alias.
+        direct = (v.is_cpu and v.layout == torch.strided and v.is_contiguous()
+                  and not v.is_conj() and not v.is_neg())
+        mean_norm = None
+        if direct:
+            t = v
+            stats = True
         else:
-            if t.device.type != "cpu":
-                t = t.cpu()
-            if t.is_conj():
-                t = t.resolve_conj()
-            if t.is_neg():
-                t = t.resolve_neg()
-            if not t.is_contiguous():
-                t = t.contiguous()
+            # Other devices are copied to the host here; statistics on the device (one
+            # readback per step) would plug in at this point.
+            t = v.detach()
+            stats = True
+            if t.is_meta or t.layout != torch.strided:
+                stats = False
+            else:
+                if t.device.type != "cpu":
+                    t = t.cpu()
+                if t.is_conj():
+                    t = t.resolve_conj()
+                if t.is_neg():
+                    t = t.resolve_neg()
+                if not t.is_contiguous():
+                    if t.dtype == torch.float32 and t.dim() and t.numel() and self.torch_order:
+                        # torch reduces a strided tensor in an order set by its strides;
+                        # msprobe's Mean/Norm are torch's own, so take them from torch.
+                        mean_norm = (torch.mean(t).item(), torch.norm(t).item())
+                    t = t.contiguous()
         nbytes = t.numel() * t.element_size() if stats else 0
-        ptr = t.data_ptr() if stats and nbytes else 0
-        dtype = str(v.dtype)
-        shape = list(v.shape)
-        data_name = None
-        if stats and nbytes and self.saving_entry == entry:
+        ptr = t.data_ptr() if nbytes else 0
+        if 0 < nbytes < 32 and dtype is torch.float32 and self.torch_order and v.dim():
+            # Under 8 elements torch's norm takes a kernel whose order was not pinned down
+            # (capture/src/torch_order.rs); such tensors cost torch next to nothing.
+            mean_norm = (torch.mean(t).item(), torch.norm(t).item())
+        rg = v.requires_grad
+        if nbytes and self.saving_entry == entry:
             data_name = entry + "." + ".".join(str(p) for p in path) + ".pt"
             self.session.save_tensor(os.path.join(self.tensor_dir, data_name), ptr, nbytes,
-                                     dtype, shape)
-        return self.session.tensor(ptr, nbytes, dtype, shape, v.requires_grad, data_name, stats)
+                                     dname, shape)
+            return self.session.tensor(ptr, nbytes, dname, shape, rg, data_name, stats,
+                                       mean_norm)
+        if not direct or nbytes < _CACHE_MIN_BYTES:
+            return self.session.tensor(ptr, nbytes, dname, shape, rg, None, stats, mean_norm)
+        return self._cached_tensor(v, ptr, nbytes, dname, shape, rg)
+
+    def _cached_tensor(self, v, ptr, nbytes, dname, shape, rg):
+        """The record of a large tensor, reused while its memory is unchanged: an API's output
+        is the next one's input, a parameter is read by many calls, and ``p.grad`` is an alias
+        of the gradient its backward hook saw. Unchanged means: the same live storage (held
+        by a weak reference, so its address cannot have been reused), data pointer, shape,
+        dtype and requires_grad, the same version counter value (aliases made by views and
+        ``detach`` share the counter), and the same content sample, which catches most writes
+        the counter misses (``.data``, numpy or DLPack aliases)."""
+        try:
+            version = v._version
+            storage = v.untyped_storage()
+        except RuntimeError:  # inference tensors have no version counter
+            return self.session.tensor(ptr, nbytes, dname, shape, rg, None, True)
+        key = (storage._cdata, ptr, shape, dname, rg)
+        hit = self.stats_cache.get(key)
+        if hit is not None:
+            if (not _STORAGE._expired(hit[0]) and hit[1] == version
+                    and hit[2] == _fingerprint(ptr, nbytes)):
+                self.cache_hits += 1
+                return hit[3]
+            _STORAGE._free_weak_ref(hit[0])
+            del self.stats_cache[key]
+        rec = self.session.tensor(ptr, nbytes, dname, shape, rg, None, True)
+        self.stats_cache[key] = (storage._weak_ref(), version, _fingerprint(ptr, nbytes), rec)
+        return rec
+
+    def _prune_stats_cache(self):
+        """Forgets records whose storage is gone (called at step ends)."""
+        dead = [k for k, hit in self.stats_cache.items() if _STORAGE._expired(hit[0])]
+        for k in dead:
+            _STORAGE._free_weak_ref(self.stats_cache.pop(k)[0])
 
     saving_entry = None
 
     def _begin_entry(self, entry):
-        self.saving_entry = entry if self.cfg.saves_tensors(entry) else None
+        if self.may_save:
+            self.saving_entry = entry if self.cfg.saves_tensors(entry) else None
 
     # ------------------------------------------------------------------ stacks
 
     def stack(self, skip_code=None):
-        frames = []
+        """The caller's frames (from two levels up) as stack.json lines, and the key they are
+        cached under: the ids of the frames' code objects and their line numbers (the cached
+        value keeps the code objects alive, so an id cannot be reused while it is a key)."""
         f = sys._getframe(2)
-        key = []
+        ids = [id(skip_code)]
+        add = ids.append
+        while f is not None:
+            add(id(f.f_code))
+            add(f.f_lineno)
+            f = f.f_back
+        key = tuple(ids)
+        hit = self.stack_cache.get(key)
+        if hit is not None:
+            return key, hit[0]
+        frames, codes = [], [skip_code]
+        f = sys._getframe(2)
         while f is not None:
             code = f.f_code
+            codes.append(code)
             fn = code.co_filename
             if code is not skip_code and not fn.startswith(_PKG_DIR) and fn != _OVERRIDES_FILE:
-                key.append((fn, f.f_lineno, code.co_name))
+                src = linecache.getline(fn, f.f_lineno).strip()
+                if src:
+                    frames.append(f"File {fn}, line {f.f_lineno}, in {code.co_name}, \n {src}")
             f = f.f_back
-        key = tuple(key)
-        cached = self.stack_cache.get(key)
-        if cached is not None:
-            return cached
-        for fn, line, name in key:
-            src = linecache.getline(fn, line).strip()
-            if not src:
-                continue
-            frames.append(f"File {fn}, line {line}, in {name}, \n {src}")
-        self.stack_cache[key] = frames
-        return frames
+        self.stack_cache[key] = (frames, codes)
+        return key, frames
+
+    def _record_stack(self, entry, key, frames):
+        # A call site seen before in this session is journaled as a reference to its group.
+        gid = self.stack_gids.get(key)
+        if gid is None:
+            self.stack_gids[key] = self.session.stack(entry, frames)
+        else:
+            self.session.stack_ref(entry, gid)
 
     # ------------------------------------------------------------------ APIs
 
@@ -444,7 +549,7 @@ class Recorder:
                 }
                 self._entry(entry, body)
             if "forward" in modes and cfg.extra_info:
-                self.session.stack(entry, self.stack(getattr(func, "__code__", None)))
+                self._record_stack(entry, *self.stack(getattr(func, "__code__", None)))
         finally:
             _set_busy(False)
         out = self._run(func, args, kwargs, inner_busy)
@@ -618,7 +723,7 @@ class Recorder:
                                          for k, v in kwargs.items()},
                     })
                 if "forward" in rec.cfg.modes and rec.cfg.extra_info:
-                    rec.session.stack(entry, rec.stack())
+                    rec._record_stack(entry, *rec.stack())
             finally:
                 _set_busy(False)
             return None

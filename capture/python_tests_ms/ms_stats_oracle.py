@@ -1,4 +1,6 @@
-"""MindSpore-flavour value records (dump-format §2.6, §3.3) built from a tensor's host copy.
+"""Test oracle: MindSpore-flavour statistics (dump-format §3.3, §3.5) computed with numpy on a
+tensor's host copy. numprobe's adapter used these until the Rust core took them over; they were
+checked against live msprobe then, and now check `_native.Session.tensor` in a MindSpore session.
 
 Statistics follow msprobe 26.2's MindSpore rules: Float16/Float32 in their own dtype; integers,
 Float64 and `precision: high` cast to float32 first; Bool gives max/min as booleans; complex uses

@@ -1,0 +1,170 @@
+"""`python -m numprobe.pytorch run_ut|acc_check|multi_run_ut|multi_acc_check` with msprobe
+26.2's options."""
+import argparse
+import csv
+import json
+import os
+import re
+import sys
+import time
+
+import torch
+
+from numprobe import _native
+
+from .dump import DumpError, dedup_forward, load_api_info
+from .runner import Job, run_all
+
+RESULT_HEADER = ["API name", "Forward Test Success", "Backward Test Success", "Message"]
+RESULT_NAME = re.compile(r"^accuracy_checking_result_(\d{14})\.csv$")
+
+
+class OptionError(Exception):
+    pass
+
+
+def build_parser(prog, multi):
+    p = argparse.ArgumentParser(prog=prog, description="Replay a dump's APIs on the CPU and judge them "
+                                "against a higher-precision golden (msprobe acc_check compatible).")
+    p.add_argument("-api_info", "--api_info_file", dest="api_info_file", required=True,
+                   help="dump.json of the run to check")
+    p.add_argument("-o", "--out_path", dest="out_path", default="", help="folder for the result CSVs")
+    p.add_argument("-save_error_data", dest="save_error_data", action="store_true",
+                   help="save inputs and outputs of APIs that do not pass")
+    p.add_argument("-j", "--jit_compile", dest="jit_compile", action="store_true",
+                   help="accepted for compatibility (NPU jit compile; no effect on the CPU)")
+    p.add_argument("-d", "--device", dest="device_id", nargs="+", type=int, default=[0],
+                   help="accepted for compatibility (the replay runs on the CPU)")
+    p.add_argument("-csv_path", "--result_csv_path", dest="result_csv_path", default="",
+                   help="accuracy_checking_result_{timestamp}.csv of an interrupted run to continue")
+    p.add_argument("-f", "--filter_api", dest="filter_api", action="store_true",
+                   help="replay one call per API among calls with the same input dtypes/shapes/kwargs")
+    p.add_argument("-config", "--config_path", dest="config_path", default="",
+                   help="config.json with an acc_check section (white_list, black_list, error_data_path)")
+    p.add_argument("-n", "--num_splits", dest="num_splits", type=int, default=8 if multi else 1,
+                   choices=range(1, 65), metavar="{1..64}", help="worker processes")
+    p.add_argument("--routing", choices=["26.2", "list"], default="26.2",
+                   help="accuracy-standard routing: msprobe 26.2 (default) or the older list-driven one")
+    return p
+
+
+def read_config(path):
+    """(white_list, black_list, error_data_path) of a config.json's acc_check section."""
+    if not path:
+        return [], [], "./"
+    try:
+        with open(path, encoding="utf-8") as f:
+            cfg = json.load(f)
+    except (OSError, ValueError) as e:
+        raise OptionError(f"{path}: cannot read config: {e}") from e
+    section = cfg.get("acc_check") or cfg.get("run_ut") or {}
+    out = []
+    for key in ("white_list", "black_list"):
+        v = section.get(key, [])
+        if not isinstance(v, list) or not all(isinstance(x, str) for x in v):
+            raise OptionError(f"{path}: acc_check.{key} must be a list of strings")
+        out.append(v)
+    err_path = section.get("error_data_path", "./")
+    if not isinstance(err_path, str) or not os.path.isdir(err_path):
+        raise OptionError(f"{path}: acc_check.error_data_path {err_path!r} is not an existing folder")
+    return out[0], out[1], err_path
+
+
+def write_header(path, cells):
+    with open(path, "w", encoding="utf-8-sig", newline="") as f:
+        csv.writer(f).writerow(cells)
+
+
+def done_names(result_path):
+    with open(result_path, encoding="utf-8-sig", newline="") as f:
+        return {row[0] for row in list(csv.reader(f))[1:] if row}
+
+
+def save_tensors(folder, prefix, element):
+    """msprobe's error-data layout: `{api}.{part}.{index}.pt`, index counting leaves."""
+    index = 0
+
+    def walk(x, depth=0):
+        nonlocal index
+        if depth > 400:
+            return
+        if isinstance(x, torch.Tensor):
+            torch.save(x.detach().contiguous().cpu(), os.path.join(folder, f"{prefix}.{index}.pt"))
+            index += 1
+        elif isinstance(x, (list, tuple)):
+            for v in x:
+                walk(v, depth + 1)
+        elif isinstance(x, dict):
+            for v in x.values():
+                walk(v, depth + 1)
+        else:
+            index += 1
+
+    walk(element)
+
+
+def main(argv=None, prog="run_ut", multi=False):
+    args = build_parser(prog, multi).parse_args(argv)
+    try:
+        return _run(args)
+    except (OptionError, DumpError, OSError) as e:
+        print(f"{prog}: error: {e}", file=sys.stderr)
+        return 2
+
+
+def _run(args):
+    white, black, error_root = read_config(args.config_path)
+    forward, backward, tensor_dir = load_api_info(args.api_info_file)
+    if args.filter_api:
+        forward = dedup_forward(forward)
+    stamp = time.strftime("%Y%m%d%H%M%S")
+    if args.result_csv_path:
+        result_path = args.result_csv_path
+        m = RESULT_NAME.match(os.path.basename(result_path))
+        if not m:
+            raise OptionError("When continue acc_check, please do not modify the result csv name.")
+        stamp = m.group(1)
+        details_path = os.path.join(os.path.dirname(result_path), os.path.basename(result_path).replace(
+            "result", "details"))
+        for p in (result_path, details_path):
+            if not os.path.isfile(p):
+                raise OptionError(f"{p}: no such file to continue")
+        skip = done_names(result_path)
+    else:
+        out = args.out_path or "./"
+        os.makedirs(out, exist_ok=True)
+        result_path = os.path.join(out, f"accuracy_checking_result_{stamp}.csv")
+        details_path = os.path.join(out, f"accuracy_checking_details_{stamp}.csv")
+        write_header(result_path, RESULT_HEADER[:4])
+        write_header(details_path, _native.detail_header())
+        skip = set()
+    error_dir = None
+    if args.save_error_data:
+        error_dir = os.path.join(error_root, f"ut_error_data{stamp}")
+        os.makedirs(error_dir, exist_ok=True)
+    print(f"run_ut result will be saved in {result_path}", file=sys.stderr)
+    print(f"run_ut details will be saved in {details_path}", file=sys.stderr)
+
+    names = [n for n in forward if n not in skip]
+    job = Job(forward, backward, tensor_dir, white, black, args.routing)
+    counts = {}
+    # Appending record by record keeps an interrupted run resumable with -csv_path; utf-8-sig
+    # writes no BOM when appending to a non-empty file.
+    with open(result_path, "a", encoding="utf-8-sig", newline="") as rf, \
+            open(details_path, "a", encoding="utf-8-sig", newline="") as df:
+        def sink(name, lines, failed, tensors):
+            result_line, detail_lines = lines
+            rf.write(result_line)
+            df.writelines(detail_lines)
+            rf.flush()
+            df.flush()
+            status = result_line.split(",")[1] if "," in result_line else "?"
+            counts[status] = counts.get(status, 0) + 1
+            if error_dir and failed and tensors:
+                for part, element in tensors.items():
+                    save_tensors(error_dir, f"{name}.{part}", element)
+
+        run_all(job, names, sink, args.num_splits)
+    summary = ", ".join(f"{k}: {v}" for k, v in sorted(counts.items()))
+    print(f"run_ut replayed {len(names)} APIs ({summary}); results in {result_path}", file=sys.stderr)
+    return 0

@@ -1,0 +1,112 @@
+"""Judging golden against device outputs: one detail row per output, computed by the Rust
+metrics of the `ulp` crate (numprobe._native.check_output)."""
+import csv
+import io
+
+import torch
+
+from numprobe import _native
+
+SPACE = " "
+N_CELLS = 22  # detail cells after the API Name column
+NUMPY_NAME = {
+    torch.float16: "float16", torch.float32: "float32", torch.float64: "float64", torch.bool: "bool",
+    torch.uint8: "uint8", torch.int8: "int8", torch.int16: "int16", torch.int32: "int32",
+    torch.int64: "int64",
+}
+for _n in ("uint16", "uint32", "uint64"):
+    if hasattr(torch, _n):
+        NUMPY_NAME[getattr(torch, _n)] = _n
+FP8 = tuple(getattr(torch, n) for n in ("float8_e4m3fn", "float8_e5m2") if hasattr(torch, n))
+
+
+def csv_line(cells):
+    """One record as Python's csv module writes it (msprobe's writer)."""
+    buf = io.StringIO()
+    csv.writer(buf).writerow(cells)
+    return buf.getvalue()
+
+
+class Row:
+    """A detail row: status, message and the finished CSV text (without the name column)."""
+
+    __slots__ = ("status", "message", "_native", "_cells")
+
+    def __init__(self, status, message, native=None, cells=None):
+        self.status, self.message, self._native, self._cells = status, message, native, cells
+
+    def line(self, row_name):
+        if self._native is not None:
+            return self._native.csv_line(row_name)
+        return csv_line([row_name] + self._cells)
+
+
+def blank_row(status, message, bench_type=SPACE, npu_type=SPACE, error_rate=SPACE):
+    cells = [SPACE] * N_CELLS
+    cells[0], cells[1], cells[8] = bench_type, npu_type, error_rate
+    cells[20], cells[21] = status, message
+    return Row(status, message, cells=cells)
+
+
+def _host(t):
+    """Contiguous CPU memory numpy could read: bf16 (which numpy lacks, msprobe widens it when
+    the device output is bf16) and fp8 become float32, exactly."""
+    t = t.detach()
+    if t.device.type != "cpu":
+        t = t.cpu()
+    if t.dtype == torch.bfloat16 or (FP8 and t.dtype in FP8):
+        t = t.to(torch.float32)
+    return t.contiguous()
+
+
+def _side(t, host):
+    if host.dtype not in NUMPY_NAME:
+        raise TypeError(f"{host.dtype} outputs cannot be compared")
+    return (host.data_ptr(), host.numel(), NUMPY_NAME[host.dtype], list(host.shape), str(t.dtype))
+
+
+def compare_tensor(api_name, bench, device, fp8_input, routing):
+    hb, hd = _host(bench), _host(device)
+    if hb.is_complex() or hd.is_complex():
+        return blank_row("error", f"{hd.dtype} outputs are not supported by numprobe's checker.",
+                         str(bench.dtype), str(device.dtype))
+    native = _native.check_output(api_name, _side(bench, hb), _side(device, hd), fp8_input, routing)
+    # hb/hd stay alive until check_output returned: Rust read their memory in place.
+    return Row(native.status, native.message, native=native)
+
+
+def compare_one(api_name, bench, device, fp8_input, routing="26.2"):
+    """msprobe's per-output dispatch (`_compare_core`)."""
+    if bench is None:
+        return blank_row("SKIP", "Bench output is None, skip this test.")
+    if not isinstance(bench, type(device)):
+        return blank_row("error", "bench and npu output type is different.")
+    if isinstance(bench, torch.Tensor):
+        return compare_tensor(api_name, bench, device, fp8_input, routing)
+    if isinstance(bench, (bool, int, float, str)):
+        if bench != device:
+            return blank_row("error", "", str(type(bench)), str(type(device)))
+        return blank_row("pass", "", str(type(bench)), str(type(device)), error_rate=0)
+    return blank_row("error", f"Unexpected output type in compare_core: {type(bench)}")
+
+
+def compare_outputs(api_name, bench, device, fp8_input, routing="26.2"):
+    """(status, rows) of an output or a list of outputs (`_compare_core_wrapper`)."""
+    if isinstance(bench, (list, tuple)):
+        if not isinstance(device, (list, tuple)) or len(bench) > len(device):
+            rows = [blank_row("error", "bench and npu output structure is different.")]
+        else:
+            rows = [compare_one(api_name, b, d, fp8_input, routing) for b, d in zip(bench, device)]
+    else:
+        rows = [compare_one(api_name, bench, device, fp8_input, routing)]
+    return _native.rollup_statuses([r.status for r in rows]), rows
+
+
+def compare_dropout(bench, device):
+    """Dropout outputs are random: only the share of zeros is compared (no detail row)."""
+    n = bench.numel()
+    if n < 100:
+        return "pass"
+    zeros_b = int((bench == 0).sum())
+    zeros_d = int((device.detach().cpu() == 0).sum())
+    return "pass" if abs(zeros_b - zeros_d) / n < 0.1 else "error"

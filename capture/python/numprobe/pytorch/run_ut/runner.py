@@ -1,0 +1,225 @@
+"""The replay of a dump's APIs: per API, golden and device outputs, their judgement and the CSV
+records, run in order or on several worker processes."""
+import multiprocessing
+import time
+
+import torch
+
+from . import compare as cmp
+from . import executor as ex
+from .dump import split_api_name
+from .inputs import build_inputs, build_outputs, build_value
+
+SEED = 1234
+UNSUPPORTED_BACKWARD = "function with out=... arguments don't support automatic differentiation, skip backward."
+NO_BACKWARD_RESULT = "This API does not have backward input data, skip backward."
+NO_BACKWARD_UT = "This API does not support backward ut, skip backward."
+MULTIPLE_BACKWARD = "Multiple backward is not supported."
+FLOAT_OUT = {"torch.float16", "torch.bfloat16", "torch.float32", "torch.float64"}
+
+
+class ApiResult:
+    """The verdict of one API and what -save_error_data keeps of it."""
+
+    def __init__(self, name):
+        self.name = name
+        self.fwd_status = self.bwd_status = cmp.SPACE
+        self.fwd_rows, self.bwd_rows = [], []
+        self.tensors = {}
+
+    @classmethod
+    def skipped(cls, name, message):
+        r = cls(name)
+        r.fwd_status = r.bwd_status = "SKIP"
+        r.fwd_rows = [cmp.blank_row("SKIP", message)]
+        return r
+
+    def result_cells(self):
+        cells = [self.name, self.fwd_status, self.bwd_status]
+        if self.fwd_status == "SKIP":
+            cells.append(self.fwd_rows[0].message)
+        elif self.bwd_status == "SKIP":
+            cells.append(self.bwd_rows[0].message)
+        return cells
+
+    def lines(self):
+        """(result CSV record, detail CSV records) as text."""
+        details = [r.line(f"{self.name}.forward.output.{i}") for i, r in enumerate(self.fwd_rows)]
+        details += [r.line(f"{self.name}.backward.output.{i}") for i, r in enumerate(self.bwd_rows)]
+        return cmp.csv_line(self.result_cells()), details
+
+    def failed(self):
+        return self.fwd_status != "pass" or self.bwd_status not in ("pass", cmp.SPACE)
+
+
+class Timer:
+    """Seconds spent re-executing APIs versus judging them (for the overhead check)."""
+
+    def __init__(self):
+        self.execute = 0.0
+        self.judge = 0.0
+
+
+def _first_out_dtype(entry):
+    outs = entry.get("output") or []
+    if outs and isinstance(outs[0], dict) and outs[0].get("dtype") in FLOAT_OUT:
+        return getattr(torch, outs[0]["dtype"].split(".", 1)[1])
+    return None
+
+
+def replay_api(name, entry, bwd_entry, tensor_dir, routing="26.2", timer=None, judge=True):
+    """Re-runs one forward entry (and its backward) and judges it; raises on failure."""
+    t0 = time.perf_counter()
+    result = ApiResult(name)
+    api_type, api_name = split_api_name(name)
+    fn = ex.resolve(api_type, api_name)
+    if fn is None:
+        raise ex.UnsupportedApi(f"API {name} not support for acc_check. SKIP.")
+    torch.manual_seed(SEED)
+    args, kwargs, built = build_inputs(entry, tensor_dir, api_name)
+    message = ""
+    need_grad = "out" not in (entry.get("input_kwargs") or {})
+    if not need_grad:
+        message += UNSUPPORTED_BACKWARD
+    if api_name in ex.NO_BACKWARD_APIS:
+        need_grad = False
+        message += NO_BACKWARD_RESULT
+    if api_name in ex.NO_BACKWARD_UT_APIS:
+        need_grad = False
+        message += NO_BACKWARD_UT
+    need_backward = bwd_entry is not None and need_grad
+    fp8_input = ex.has_fp8(args, kwargs)
+
+    raise_dtype, autocast_dtype, mixed = ex.golden_dtypes(args, kwargs, api_name)
+    device_autocast = autocast_dtype if mixed else None
+    out_dtype = _first_out_dtype(entry)
+    if not mixed and out_dtype is not None and out_dtype != autocast_dtype:
+        device_autocast = out_dtype
+
+    golden = ex.prepare(args, kwargs, api_name, need_backward, raise_dtype, golden=True)
+    bench_out = ex.call(fn, golden)
+    saved = build_outputs(entry.get("output"), tensor_dir) if built.all_real else None
+    device = rerun_out = None
+    if saved is None or need_backward:
+        # Re-run in the original dtypes: the device output when none was saved, and the graph
+        # the device gradients come from.
+        torch.manual_seed(SEED)
+        device = ex.prepare(args, kwargs, api_name, need_backward)
+        rerun_out = ex.call(fn, device, device_autocast)
+    device_out = rerun_out
+    if saved is not None:
+        if isinstance(bench_out, (list, tuple)):
+            device_out = saved
+        elif saved:
+            device_out = saved[0]
+
+    bench_grads = device_grads = grad = None
+    if need_backward and bench_out is not None:
+        grad_index = ex.GRAD_INDEX.get(api_name)
+        if grad_index is None and isinstance(bench_out, (list, tuple)):
+            message += MULTIPLE_BACKWARD
+        else:
+            records = bwd_entry.get("input") or []
+            grad = build_value(records[0] if records else None, tensor_dir, api_name, built)
+            bench_grad = grad
+            if isinstance(grad, torch.Tensor) and grad.dtype in ex.RAISE:
+                bench_grad = grad.to(ex.RAISE[grad.dtype])
+            ex.backward(bench_out, bench_grad, grad_index)
+            bench_grads = golden.input_grads()
+            ex.backward(rerun_out, grad.clone() if isinstance(grad, torch.Tensor) else grad, grad_index)
+            # The device gradients always come from the re-run: a backward entry's "output"
+            # holds the gradients of the first output's autograd node, which for composite
+            # APIs are inner tensors (a 3-D linear's 2-D matmul, cross_entropy's log_softmax),
+            # not the gradients of the API's inputs.
+            device_grads = device.input_grads()
+    t1 = time.perf_counter()
+    if timer is not None:
+        timer.execute += t1 - t0
+    if not judge:
+        return result
+
+    if "dropout" in name:
+        result.fwd_status = cmp.compare_dropout(bench_out, device_out)
+    else:
+        result.fwd_status, result.fwd_rows = cmp.compare_outputs(api_name, bench_out, device_out, fp8_input, routing)
+    if bench_grads and device_grads:
+        if "dropout" in name:
+            result.bwd_status = cmp.compare_dropout(bench_grads[0], device_grads[0])
+        else:
+            result.bwd_status, result.bwd_rows = cmp.compare_outputs(
+                api_name, bench_grads, device_grads, fp8_input, routing)
+    if message:
+        result.bwd_status = "SKIP"
+        result.bwd_rows = [cmp.blank_row("SKIP", message)]
+    result.tensors = {
+        "forward.input": [args, list(kwargs.values())],
+        "forward.output.bench": bench_out,
+        "forward.output.device": device_out,
+        "backward.input": grad,
+        "backward.output.bench": bench_grads,
+        "backward.output.device": device_grads,
+    }
+    if timer is not None:
+        timer.judge += time.perf_counter() - t1
+    return result
+
+
+class Job:
+    """Everything a worker needs to replay APIs by name."""
+
+    def __init__(self, forward, backward, tensor_dir, white_list, black_list, routing="26.2"):
+        self.forward = forward
+        self.backward = backward
+        self.tensor_dir = tensor_dir
+        self.white_list = list(white_list or [])
+        self.black_list = list(black_list or []) + ex.UNSUPPORTED_APIS
+        self.routing = routing
+
+    def run_one(self, name, timer=None, judge=True):
+        """The ApiResult of one API; never raises (a failure is msprobe's SKIP row)."""
+        prefix = name.split(".")[0]
+        if prefix in ex.UNSUPPORTED_PREFIXES:
+            return ApiResult.skipped(name, f"API {name} not support for acc_check. SKIP.")
+        _, api_name = split_api_name(name)
+        if not api_name:
+            return ApiResult.skipped(name, f"API {name} not support for acc_check. SKIP.")
+        if api_name in self.black_list or (self.white_list and api_name not in self.white_list):
+            return ApiResult.skipped(name, f"API {api_name} in black list or not in white list. SKIP.")
+        try:
+            return replay_api(name, self.forward[name], self.backward.get(name), self.tensor_dir,
+                              self.routing, timer, judge)
+        except ex.UnsupportedApi as e:
+            return ApiResult.skipped(name, str(e))
+        except Exception as e:  # noqa: BLE001 - any failure of one API is that API's SKIP row
+            return ApiResult.skipped(name, str(e))
+
+
+_JOB = None
+
+
+def _worker_init(job, threads):
+    global _JOB
+    _JOB = job
+    torch.set_num_threads(threads)
+
+
+def _worker_run(name):
+    r = _JOB.run_one(name)
+    return r.lines(), r.failed(), (r.tensors if r.failed() else None)
+
+
+def run_all(job, names, sink, workers=1):
+    """Replays `names` in order and hands each result to `sink(lines, failed, tensors)`; with
+    workers > 1 the APIs run on that many processes, results still arrive in dump order."""
+    if workers <= 1 or len(names) <= 1:
+        for name in names:
+            r = job.run_one(name)
+            sink(r.name, r.lines(), r.failed(), r.tensors if r.failed() else None)
+        return
+    # Each worker keeps this process's thread count: CPU reductions split their work by thread
+    # count, so any other count would change the last bits and -n would change the rows.
+    threads = torch.get_num_threads()
+    ctx = multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn")
+    with ctx.Pool(workers, initializer=_worker_init, initargs=(job, threads)) as pool:
+        for name, (lines, failed, tensors) in zip(names, pool.imap(_worker_run, names, chunksize=1)):
+            sink(name, lines, failed, tensors)

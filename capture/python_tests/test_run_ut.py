@@ -1,0 +1,338 @@
+"""numprobe's run_ut / acc_check replay on dumps of the fixture's tiny model captured by numprobe.
+
+Row names, dtypes, shapes, statuses and messages are compared with what msprobe 26.2.0's own
+acc_check wrote for the same model and seed (shared/fixtures/.../acccheck-cpu_patched_*, made
+with its device patched to the CPU); metric digits differ between machines' CPU kernels, so they
+are not compared with the fixture. With msprobe importable, msprobe's acc_check also runs live
+on a part of the very dump numprobe replays.
+"""
+import csv
+import glob
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+import torch
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(HERE))
+SHARED = os.path.realpath(os.environ.get("NUMPROBE_SHARED") or os.path.join(HERE, "..", "..", "..", "shared"))
+FIX = os.path.join(SHARED, "fixtures", "msprobe-26.2.0-cpu")
+DRIVER = os.path.join(HERE, "drive_model.py")
+VERDICTS = {"pass", "warning", "error", "SKIP"}
+BOM = b"\xef\xbb\xbf"
+# Cells compared exactly with msprobe: name, Bench/DEVICE Dtype, Shape, Status, Message.
+EXACT_CELLS = (0, 1, 2, 3, 21, 22)
+
+
+def have_msprobe():
+    try:
+        import msprobe  # noqa: F401
+        return True
+    except Exception:
+        return False
+
+
+def capture(tmp, fixture):
+    """Runs one training step of the tiny model under numprobe with the fixture's config."""
+    with open(os.path.join(FIX, fixture, "config.json")) as f:
+        cfg = json.load(f)
+    cfg["dump_path"] = os.path.join(tmp, "dump")
+    cfg_path = os.path.join(tmp, "config.json")
+    with open(cfg_path, "w") as f:
+        json.dump(cfg, f)
+    subprocess.run([sys.executable, DRIVER, "--config", cfg_path, "--steps", "1"], check=True,
+                   cwd=tmp, capture_output=True)
+    (dump_json,) = glob.glob(os.path.join(tmp, "dump", "step0", "*", "dump.json"))
+    return dump_json
+
+
+def run_ut(api_info, out, *extra, command="run_ut", check=True):
+    r = subprocess.run([sys.executable, "-m", "numprobe.pytorch", command, "-api_info", str(api_info),
+                        "-o", str(out), *map(str, extra)], capture_output=True, text=True)
+    if check:
+        assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    return r
+
+
+def outputs(folder):
+    (res,) = glob.glob(os.path.join(folder, "accuracy_checking_result_*.csv"))
+    det = res.replace("accuracy_checking_result_", "accuracy_checking_details_")
+    return res, det
+
+
+def read_csv(path):
+    with open(path, "rb") as f:
+        assert f.read(3) == BOM, path
+    with open(path, encoding="utf-8-sig", newline="") as f:
+        return list(csv.reader(f))
+
+
+def msprobe_fixture(name):
+    return outputs(os.path.join(FIX, name))
+
+
+def subset(src_json, dst, names):
+    """A dump.json holding only `names` (forward and backward entries), with copies of their
+    tensor files, so tests can edit them."""
+    with open(src_json) as f:
+        dump = json.load(f)
+    data = {k: v for k, v in dump["data"].items() if k.rsplit(".", 1)[0] in names}
+    dump["data"] = data
+    os.makedirs(dst, exist_ok=True)
+    src_dir = os.path.join(os.path.dirname(src_json), "dump_tensor_data")
+    if os.path.isdir(src_dir):
+        os.makedirs(os.path.join(dst, "dump_tensor_data"), exist_ok=True)
+        prefixes = tuple(data)
+        for fn in os.listdir(src_dir):
+            if fn.startswith(prefixes):
+                shutil.copy(os.path.join(src_dir, fn), os.path.join(dst, "dump_tensor_data", fn))
+    path = os.path.join(dst, "dump.json")
+    with open(path, "w") as f:
+        json.dump(dump, f, indent=1)
+    return path
+
+
+def forward_names(dump_json):
+    with open(dump_json) as f:
+        return [k.rsplit(".", 1)[0] for k in json.load(f)["data"] if k.endswith(".forward")]
+
+
+@pytest.fixture(scope="module")
+def tensor_dump(tmp_path_factory):
+    return capture(str(tmp_path_factory.mktemp("cap_tensor")), "pt_tiny_f32_tensor_L1")
+
+
+@pytest.fixture(scope="module")
+def stat_dump(tmp_path_factory):
+    return capture(str(tmp_path_factory.mktemp("cap_stat")), "pt_tiny_f32_stat_L1")
+
+
+@pytest.fixture(scope="module")
+def tensor_run(tensor_dump, tmp_path_factory):
+    out = tmp_path_factory.mktemp("ru_tensor")
+    run_ut(tensor_dump, out)
+    return outputs(out)
+
+
+def assert_like_msprobe(ours, theirs):
+    """Same result rows; same detail rows with the same exact cells."""
+    assert read_csv(ours[0]) == read_csv(theirs[0])
+    mine, ref = read_csv(ours[1]), read_csv(theirs[1])
+    assert mine[0] == ref[0]
+    assert [r[0] for r in mine] == [r[0] for r in ref]
+    for a, b in zip(mine[1:], ref[1:]):
+        assert len(a) == len(b) == 23, a[0]
+        assert [a[i] for i in EXACT_CELLS] == [b[i] for i in EXACT_CELLS], a[0]
+
+
+def assert_every_row_judged(paths, dump_json):
+    result, details = read_csv(paths[0]), read_csv(paths[1])
+    assert result[0] == ["API name", "Forward Test Success", "Backward Test Success", "Message"]
+    assert [r[0] for r in result[1:]] == forward_names(dump_json)
+    for r in result[1:]:
+        assert r[1] in VERDICTS and r[2] in VERDICTS | {" "}, r
+    assert len(details) > len(result)
+    for r in details[1:]:
+        assert r[21] in VERDICTS and r[22] is not None, r
+
+
+def test_tensor_dump_replay_matches_msprobe(tensor_dump, tensor_run):
+    assert_every_row_judged(tensor_run, tensor_dump)
+    assert_like_msprobe(tensor_run, msprobe_fixture("acccheck-cpu_patched_f32_tensor"))
+
+
+def test_statistics_dump_replay_matches_msprobe(stat_dump, tmp_path):
+    run_ut(stat_dump, tmp_path, "--api_info_file", stat_dump)
+    paths = outputs(tmp_path)
+    assert_every_row_judged(paths, stat_dump)
+    assert_like_msprobe(paths, msprobe_fixture("acccheck-cpu_patched_f32_stat"))
+
+
+def test_bf16_fixture_dump_gives_msprobe_verdicts(tmp_path):
+    """Low-precision outputs: bf16 saved outputs against the fp32 golden (warnings and an error)."""
+    (dump_json,) = glob.glob(os.path.join(FIX, "pt_tiny_bf16_tensor_L1", "dump", "step0", "*", "dump.json"))
+    run_ut(dump_json, tmp_path, command="acc_check")
+    paths = outputs(tmp_path)
+    assert_like_msprobe(paths, msprobe_fixture("acccheck-cpu_patched_bf16_tensor"))
+    statuses = {r[21] for r in read_csv(paths[1])[1:]}
+    assert {"warning", "error"} <= statuses
+
+
+def test_parallel_workers_write_the_same_rows(tensor_dump, tensor_run, tmp_path):
+    run_ut(tensor_dump, tmp_path, "-n", "2", command="multi_run_ut")
+    ours = outputs(tmp_path)
+    for a, b in zip(ours, tensor_run):
+        with open(a, "rb") as fa, open(b, "rb") as fb:
+            assert fa.read() == fb.read(), a
+
+
+def test_perturbed_saved_output_is_flagged(tensor_dump, tmp_path):
+    names = ["Functional.linear.2", "Functional.gelu.0", "Tensor.__add__.0"]
+    dump_json = subset(tensor_dump, str(tmp_path / "dump"), names)
+    victim = tmp_path / "dump" / "dump_tensor_data" / "Functional.linear.2.forward.output.0.pt"
+    t = torch.load(victim)
+    t.view(-1)[::3] += 0.05
+    torch.save(t, victim)
+    err_root = tmp_path / "err"
+    err_root.mkdir()
+    cfg = tmp_path / "cfg.json"
+    cfg.write_text(json.dumps({"task": "acc_check", "acc_check": {"error_data_path": str(err_root)}}))
+    run_ut(dump_json, tmp_path / "out", "-save_error_data", "-config", cfg)
+    result, details = (read_csv(p) for p in outputs(tmp_path / "out"))
+    status = {r[0]: r[1] for r in result[1:]}
+    assert status == {"Functional.linear.2": "error", "Functional.gelu.0": "pass", "Tensor.__add__.0": "pass"}
+    row = next(r for r in details if r[0] == "Functional.linear.2.forward.output.0")
+    assert row[21] == "error" and "consider as error" in row[22]
+    # The backward replay is untouched by the edit.
+    assert all(r[21] in ("pass", "SKIP") for r in details[1:] if ".backward." in r[0])
+    (err_dir,) = glob.glob(str(err_root / "ut_error_data*"))
+    saved = sorted(os.listdir(err_dir))
+    assert "Functional.linear.2.forward.output.device.0.pt" in saved
+    assert "Functional.linear.2.forward.output.bench.0.pt" in saved
+    assert all(n.startswith("Functional.linear.2.") for n in saved)
+    dev = torch.load(os.path.join(err_dir, "Functional.linear.2.forward.output.device.0.pt"))
+    assert torch.equal(dev, t)
+
+
+def test_unsupported_and_failing_apis_are_skipped(tmp_path):
+    def rec(shape, lo=-1.0, hi=1.0, dtype="torch.float32"):
+        return {"type": "torch.Tensor", "dtype": dtype, "shape": shape, "Max": hi, "Min": lo,
+                "Mean": 0.0, "Norm": 1.0, "requires_grad": False}
+
+    data = {
+        "Distributed.all_reduce.0.forward": {"input_args": [rec([4])], "input_kwargs": {}, "output": [rec([4])]},
+        "Torch.no_such_api.0.forward": {"input_args": [rec([4])], "input_kwargs": {}, "output": [rec([4])]},
+        "Torch.matmul.0.forward": {"input_args": [rec([2, 3]), rec([4, 5])], "input_kwargs": {},
+                                   "output": [rec([2, 5])]},
+        "Tensor.to.0.forward": {"input_args": [rec([4]), {}], "input_kwargs": {}, "output": [rec([4])]},
+        "Functional.gelu.0.forward": {"input_args": [rec([4, 4])], "input_kwargs": {}, "output": [rec([4, 4])]},
+        "Functional.relu.0.forward": {"input_args": [rec([4, 4])], "input_kwargs": {}, "output": [rec([4, 4])]},
+        # fp32 convolutions keep an fp32 golden (HF32-rounded inputs), as msprobe's do.
+        "Functional.conv2d.0.forward": {"input_args": [rec([1, 2, 5, 5]), rec([3, 2, 3, 3])],
+                                        "input_kwargs": {"padding": {"type": "int", "value": 1}},
+                                        "output": [rec([1, 3, 5, 5])]},
+    }
+    dump_json = tmp_path / "dump.json"
+    dump_json.write_text(json.dumps({"task": "statistics", "level": "L1", "framework": "pytorch",
+                                     "dump_data_dir": None, "data": data}))
+    cfg = tmp_path / "cfg.json"
+    cfg.write_text(json.dumps({"task": "acc_check", "acc_check": {"black_list": ["gelu"]}}))
+    run_ut(dump_json, tmp_path / "out", "-config", cfg)
+    result, details = (read_csv(p) for p in outputs(tmp_path / "out"))
+    rows = {r[0]: r[1:] for r in result[1:]}
+    assert rows["Distributed.all_reduce.0"] == ["SKIP", "SKIP", "API Distributed.all_reduce.0 not support for acc_check. SKIP."]
+    assert rows["Torch.no_such_api.0"] == ["SKIP", "SKIP", "API Torch.no_such_api.0 not support for acc_check. SKIP."]
+    assert rows["Tensor.to.0"] == ["SKIP", "SKIP", "API to in black list or not in white list. SKIP."]
+    assert rows["Functional.gelu.0"] == ["SKIP", "SKIP", "API gelu in black list or not in white list. SKIP."]
+    assert rows["Torch.matmul.0"][:2] == ["SKIP", "SKIP"] and "mat1 and mat2 shapes cannot be multiplied" in rows["Torch.matmul.0"][2]
+    assert rows["Functional.relu.0"] == ["pass", " "]
+    assert rows["Functional.conv2d.0"] == ["pass", " "]
+    conv = next(r for r in details if r[0] == "Functional.conv2d.0.forward.output.0")
+    assert conv[1:4] == ["torch.float32", "torch.float32", "(1, 3, 5, 5)"] and conv[21] == "pass"
+    skip_rows = [r for r in details[1:] if r[21] == "SKIP"]
+    assert [r[0] for r in skip_rows] == [n + ".forward.output.0" for n in rows if rows[n][0] == "SKIP"]
+    assert all(cell == " " for r in skip_rows for cell in r[1:21])
+
+
+def test_resume_with_csv_path_appends(tensor_dump, tmp_path):
+    names = forward_names(tensor_dump)[:6]
+    dump_json = subset(tensor_dump, str(tmp_path / "dump"), names)
+    full = tmp_path / "full"
+    run_ut(dump_json, full)
+    full_res, full_det = outputs(full)
+    # An interrupted run: the first two APIs done.
+    part = tmp_path / "part"
+    part.mkdir()
+    res_path = part / os.path.basename(full_res)
+    det_path = part / os.path.basename(full_det)
+    with open(full_res, "rb") as f:
+        lines = f.read().split(b"\r\n")
+    res_path.write_bytes(b"\r\n".join(lines[:3]) + b"\r\n")
+    done = tuple(n + "." for n in names[:2])
+    det_rows = read_csv(full_det)
+    keep = [r for r in det_rows[1:] if r[0].startswith(done)]
+    with open(det_path, "w", encoding="utf-8-sig", newline="") as f:
+        csv.writer(f).writerows([det_rows[0]] + keep)
+    r = run_ut(dump_json, tmp_path / "unused", "-csv_path", res_path)
+    assert "replayed 4 APIs" in r.stderr
+    for a, b in ((res_path, full_res), (det_path, full_det)):
+        with open(a, "rb") as fa, open(b, "rb") as fb:
+            assert fa.read() == fb.read(), a
+    assert not (tmp_path / "unused").exists() or not os.listdir(tmp_path / "unused")
+
+
+def test_filter_api_keeps_one_of_identical_calls(stat_dump, tmp_path):
+    with open(stat_dump) as f:
+        dump = json.load(f)
+    relu = dump["data"]["Functional.relu.0.forward"]
+    dump["data"] = {"Functional.relu.0.forward": relu, "Functional.relu.1.forward": relu}
+    path = tmp_path / "dump.json"
+    path.write_text(json.dumps(dump))
+    run_ut(path, tmp_path / "all")
+    run_ut(path, tmp_path / "filtered", "-f")
+    assert [r[0] for r in read_csv(outputs(tmp_path / "all")[0])[1:]] == ["Functional.relu.0", "Functional.relu.1"]
+    assert [r[0] for r in read_csv(outputs(tmp_path / "filtered")[0])[1:]] == ["Functional.relu.0"]
+
+
+def numprobe_cli():
+    exe = os.environ.get("NUMPROBE_BIN")
+    if exe:
+        return [exe]
+    for target in filter(None, [os.environ.get("CARGO_TARGET_DIR"), os.path.join(REPO, "target")]):
+        for profile in ("debug", "release"):
+            cand = os.path.join(target, profile, "numprobe")
+            if os.path.isfile(cand):
+                return [cand]
+    if shutil.which("cargo"):
+        return ["cargo", "run", "-q", "--manifest-path", os.path.join(REPO, "Cargo.toml"), "-p", "numprobe",
+                "--"]
+    pytest.skip("no numprobe binary (set NUMPROBE_BIN) and no cargo")
+
+
+def test_details_feed_precision_compare(tensor_run, tmp_path):
+    """Our details CSVs are accepted by `numprobe precision-compare`; on the fixture's bf16 and
+    fp32 dumps its verdicts are those of msprobe's api_precision_compare on msprobe's CSVs."""
+    exe = numprobe_cli()
+    r = subprocess.run(exe + ["precision-compare", "--npu", tensor_run[1], "--gpu", tensor_run[1],
+                              "--out", str(tmp_path / "self"), "--timestamp", "20260101000000"],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout + r.stderr
+    res = read_csv(str(tmp_path / "self" / "api_precision_compare_result_20260101000000.csv"))
+    assert len(res) > 30
+    verdicts = {}
+    for kind in ("bf16", "f32"):
+        (dump_json,) = glob.glob(os.path.join(FIX, f"pt_tiny_{kind}_tensor_L1", "dump", "step0", "*", "dump.json"))
+        run_ut(dump_json, tmp_path / kind)
+        verdicts[kind] = outputs(tmp_path / kind)[1]
+    r = subprocess.run(exe + ["precision-compare", "--npu", verdicts["bf16"], "--gpu", verdicts["f32"],
+                              "--out", str(tmp_path / "pc"), "--timestamp", "20260101000000"],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout + r.stderr
+    ours = read_csv(str(tmp_path / "pc" / "api_precision_compare_result_20260101000000.csv"))
+    (theirs_path,) = glob.glob(os.path.join(FIX, "acccheck-api_precision_compare_bf16_vs_f32",
+                                            "api_precision_compare_result_*.csv"))
+    theirs = read_csv(theirs_path)
+    assert ours[0] == theirs[0]
+    # API name, forward and backward verdicts.
+    assert [r[:3] for r in ours] == [r[:3] for r in theirs]
+
+
+def test_live_msprobe_acc_check_agrees(tensor_dump, tmp_path):
+    """msprobe's own acc_check (device patched to the CPU, as the fixtures were made) on a part of
+    the dump numprobe captured: same rows and verdicts."""
+    if not have_msprobe():
+        pytest.skip("msprobe is not installed")
+    names = ["Functional.linear.0", "Functional.layer_norm.0", "Torch.matmul.0", "Functional.softmax.0",
+             "Functional.cross_entropy.0", "Tensor.add_.0"]
+    dump_json = subset(tensor_dump, str(tmp_path / "dump"), names)
+    ms_out = tmp_path / "msprobe"
+    ms_out.mkdir()
+    r = subprocess.run([sys.executable, os.path.join(FIX, "scripts", "acc_check_cpu.py"), "-api_info", dump_json,
+                        "-o", str(ms_out)], capture_output=True, text=True, cwd=str(tmp_path))
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    run_ut(dump_json, tmp_path / "ours")
+    assert_like_msprobe(outputs(tmp_path / "ours"), outputs(ms_out))
