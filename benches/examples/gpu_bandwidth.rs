@@ -24,10 +24,10 @@
 use std::time::{Duration, Instant};
 
 use half::{bf16, f16};
-use stats_gpu::gpu::{Gpu, GpuTensor, PAIR_SUM_REL_TOL, PairData, PairParams, PairPartials};
+use stats_gpu::gpu::{Gpu, GpuTensor, PAIR_SUM_REL_TOL, PairData, PairPartials};
 use stats_gpu::{ElemType, Partials, TensorView, reference};
 use ulp::DeviceFamily;
-use ulp::elem::{Elem, FloatKind, Work};
+use ulp::elem::{FloatKind, Work};
 use ulp::fused::{FusedStats, Params, fused_stats};
 
 const DATASHEET_GBS: f64 = 4800.0;
@@ -406,58 +406,6 @@ fn main() {
     }
 }
 
-/// Per biased float32 exponent, the lowest mantissa whose `floor(log2|x|)` (ulp's CPU
-/// semantics) is one above the exponent (as ulp::gpu builds it; that module needs ulp's `gpu`
-/// feature, which this package does not enable).
-fn log2_bump() -> Box<[u32; 256]> {
-    let mut t = Box::new([0x80_0000u32; 256]);
-    for ef in 1u32..255 {
-        let e = f64::from(ef as i32 - 127);
-        let mut lowest = 0x80_0000;
-        for m in (0..0x80_0000u32).rev() {
-            if f32::from_bits((ef << 23) | m).floor_log2_abs() <= e {
-                break;
-            }
-            lowest = m;
-        }
-        t[ef as usize] = lowest;
-    }
-    t
-}
-
-/// The pair kernel's parameters for a float32 bench and a device of `family`.
-fn pair_params(family: DeviceFamily, table: &[u32; 256]) -> PairParams {
-    let dk = if family == DeviceFamily::F16 {
-        FloatKind::F16
-    } else {
-        FloatKind::F32
-    };
-    let p = Params::new(family, FloatKind::F32, dk);
-    let (mant, emin) = p.ulp.expect("fp16, bf16 and fp32 have ULP parameters");
-    PairParams {
-        eps: p.eps as f32,
-        small_value: p.small_value as f32,
-        atol_benchmark: p.atol_benchmark as f32,
-        atol_threshold: p.atol_threshold as f32,
-        rtol: p.rtol as f32,
-        accumulative_bound: p.accumulative_bound as f32,
-        rel_thresholds: [0.01, 0.001, 0.0001],
-        ulp_mant: mant,
-        ulp_emin: emin,
-        ulp_threshold_exp: p.ulp_threshold.log2() as i32,
-        factor_t_max: 127,
-        ulp_max_exp: if family == DeviceFamily::F32 {
-            1023
-        } else {
-            127
-        },
-        log2_bump: Box::new(*table),
-        clip_max: p.clip_max as f32,
-        round_bench_f16: family == DeviceFamily::F16,
-        chunk_elems: 0,
-    }
-}
-
 /// A bench and a device output near it: relative errors around every threshold, a few
 /// zeros, tiny, huge and non-finite values; filled on all cores.
 fn make_pair(n: usize) -> (Vec<f32>, Vec<f32>) {
@@ -590,7 +538,6 @@ fn pair_mismatch<U: Work>(g: &PairPartials, c: &FusedStats<f32, U>) -> Vec<Strin
 fn pair_section(gpu: &Gpu, mib: usize, reps: u32, copy_gbs: f64) -> Result<bool, String> {
     let n = (mib << 20) / 4;
     let t0 = Instant::now();
-    let table = log2_bump();
     let (bench, device) = make_pair(n);
     println!();
     println!(
@@ -607,7 +554,7 @@ fn pair_section(gpu: &Gpu, mib: usize, reps: u32, copy_gbs: f64) -> Result<bool,
         ("f16", DeviceFamily::F16),
         ("bf16", DeviceFamily::BF16),
     ] {
-        let params = pair_params(family, &table);
+        let params = ulp::gpu::pair_params(family, 0).map_err(|e| e.to_string())?;
         let e = |e: stats_gpu::gpu::GpuError| e.to_string();
         let (timing, bad) = match family {
             DeviceFamily::F32 => {

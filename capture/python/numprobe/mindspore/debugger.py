@@ -4,50 +4,15 @@ import random
 
 import mindspore as ms
 
-from ..config import DumpConfig
+from .._debugger import DebuggerBase
 from .recorder import Recorder
 
 
-class PrecisionDebugger:
-    """Same arguments and methods as msprobe's MindSpore ``PrecisionDebugger``; one instance per
-    process (constructing it again returns the first one, as msprobe does)."""
+class PrecisionDebugger(DebuggerBase):
+    """msprobe's ``PrecisionDebugger`` for MindSpore (see ``numprobe._debugger.DebuggerBase``)."""
 
     _instance = None
-
-    def __new__(cls, *args, **kwargs):
-        if cls._instance is None:
-            cls._instance = super().__new__(cls)
-            cls._instance._initialized = False
-        return cls._instance
-
-    def __init__(self, config_path=None, task=None, dump_path=None, level=None, model=None,
-                 step=None):
-        if self._initialized:
-            return
-        self._initialized = True
-        self.config = DumpConfig.load(config_path, task=task, dump_path=dump_path, level=level,
-                                      step=step)
-        self.model = model
-        self.recorder = Recorder(self.config)
-
-    def start(self, model=None):
-        self.recorder.start(model if model is not None else self.model)
-
-    def stop(self):
-        self.recorder.stop()
-
-    def step(self):
-        self.recorder.end_step()
-
-    def forward_backward_dump_end(self):
-        self.recorder.stop()
-
-    @classmethod
-    def _reset(cls):
-        """Forget the singleton (tests; a new run in the same process)."""
-        if cls._instance is not None and cls._instance._initialized:
-            cls._instance.recorder.end_step()
-        cls._instance = None
+    _recorder_class = Recorder
 
 
 class MsprobeStep(ms.train.Callback):
