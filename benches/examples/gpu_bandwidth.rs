@@ -451,58 +451,7 @@ fn make_pair(n: usize) -> (Vec<f32>, Vec<f32>) {
 
 /// Mismatches between the GPU partials and the CPU fused statistics.
 fn pair_mismatch<U: Work>(g: &PairPartials, c: &FusedStats<f32, U>) -> Vec<String> {
-    let mut bad = Vec::new();
-    let counts = [
-        ("n", g.n, c.n as u64),
-        ("lt_hundredth", g.lt_hundredth, c.lt_hundredth),
-        ("lt_thousandth", g.lt_thousandth, c.lt_thousandth),
-        (
-            "lt_ten_thousandth",
-            g.lt_ten_thousandth,
-            c.lt_ten_thousandth,
-        ),
-        ("inf_nan", g.inf_nan, c.inf_nan),
-        ("small", g.small, c.small),
-        (
-            "small_err_benchmark",
-            g.small_err_benchmark,
-            c.small_err_benchmark,
-        ),
-        (
-            "small_err_threshold",
-            g.small_err_threshold,
-            c.small_err_threshold,
-        ),
-        ("normal_rel_err", g.normal_rel_err, c.normal_rel_err),
-        ("acc_small", g.acc_small, c.acc_small),
-        ("acc_small_err", g.acc_small_err, c.acc_small_err),
-        ("acc_normal", g.acc_normal, c.acc_normal),
-        (
-            "acc_normal_rel_err",
-            g.acc_normal_rel_err,
-            c.acc_normal_rel_err,
-        ),
-        ("up", g.up, c.up),
-        ("down", g.down, c.down),
-        ("not_equal", g.not_equal, c.not_equal),
-        ("rel_valid", g.rel_valid, c.rel_valid),
-        ("ulp_over", g.ulp_over, c.ulp_over),
-        (
-            "inf_nan_fail_rtol",
-            g.inf_nan_fail_rtol,
-            c.inf_nan_fail_rtol,
-        ),
-        (
-            "inf_nan_fail_bound",
-            g.inf_nan_fail_bound,
-            c.inf_nan_fail_bound,
-        ),
-    ];
-    for (name, a, b) in counts {
-        if a != b {
-            bad.push(format!("{name} {a} vs {b}"));
-        }
-    }
+    let mut bad = ulp::gpu::count_mismatches(g, c);
     let same = |a: f64, b: f64| a == b || (a.is_nan() && b.is_nan());
     let maxima = [
         ("max_abs_err", g.max_abs_err, f64::from(c.max_abs_err)),

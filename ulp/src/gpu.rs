@@ -19,8 +19,8 @@ use rayon::prelude::*;
 pub use stats_gpu::gpu::PairDevice;
 use stats_gpu::gpu::{Gpu, GpuError, PairParams, PairPartials};
 
-use crate::elem::{Elem, FloatKind};
-use crate::fused::{DeviceFamily, Params};
+use crate::elem::{Elem, FloatKind, Work};
+use crate::fused::{DeviceFamily, FusedStats, Params};
 use crate::metrics::{
     AbsoluteThresholdMetrics, AccumulativeMetrics, AllMetrics, BenchmarkMetrics, Cosine, FloatData,
     MetricsError, UlpMetrics, all_metrics_shaped, cosine_from, dual_ratio, ratio_or_zero,
@@ -363,4 +363,60 @@ fn cosine(g: &PairPartials, bench: &[f32], device: PairDevice<'_>) -> Cosine {
             })
             .reduce(|| (0.0, 0.0, 0.0), |a, b| (a.0 + b.0, a.1 + b.1, a.2 + b.2))
     })
+}
+
+/// The counts of the GPU partials that differ from the CPU fused pass's, as `name gpu vs cpu`
+/// (counts are exact on both paths: any entry is a bug). For parity tests and device checks.
+pub fn count_mismatches<W: Work, U: Work>(g: &PairPartials, c: &FusedStats<W, U>) -> Vec<String> {
+    let counts = [
+        ("n", g.n, c.n as u64),
+        ("lt_hundredth", g.lt_hundredth, c.lt_hundredth),
+        ("lt_thousandth", g.lt_thousandth, c.lt_thousandth),
+        (
+            "lt_ten_thousandth",
+            g.lt_ten_thousandth,
+            c.lt_ten_thousandth,
+        ),
+        ("inf_nan", g.inf_nan, c.inf_nan),
+        ("small", g.small, c.small),
+        (
+            "small_err_benchmark",
+            g.small_err_benchmark,
+            c.small_err_benchmark,
+        ),
+        (
+            "small_err_threshold",
+            g.small_err_threshold,
+            c.small_err_threshold,
+        ),
+        ("normal_rel_err", g.normal_rel_err, c.normal_rel_err),
+        ("acc_small", g.acc_small, c.acc_small),
+        ("acc_small_err", g.acc_small_err, c.acc_small_err),
+        ("acc_normal", g.acc_normal, c.acc_normal),
+        (
+            "acc_normal_rel_err",
+            g.acc_normal_rel_err,
+            c.acc_normal_rel_err,
+        ),
+        ("up", g.up, c.up),
+        ("down", g.down, c.down),
+        ("not_equal", g.not_equal, c.not_equal),
+        ("rel_valid", g.rel_valid, c.rel_valid),
+        ("ulp_over", g.ulp_over, c.ulp_over),
+        (
+            "inf_nan_fail_rtol",
+            g.inf_nan_fail_rtol,
+            c.inf_nan_fail_rtol,
+        ),
+        (
+            "inf_nan_fail_bound",
+            g.inf_nan_fail_bound,
+            c.inf_nan_fail_bound,
+        ),
+    ];
+    counts
+        .into_iter()
+        .filter(|(_, a, b)| a != b)
+        .map(|(name, a, b)| format!("{name} {a} vs {b}"))
+        .collect()
 }
