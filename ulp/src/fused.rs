@@ -297,9 +297,7 @@ fn block_body<B: Elem, D: Elem, W: Work, U: Work>(
     s.up = up as u64;
     s.down = down as u64;
     s.not_equal = ne as u64;
-    // Cosine sums in lanes (any order is within the cosine's tolerance).
-    let (mut max_d, mut max_b) = ([f64::NEG_INFINITY; 8], [f64::NEG_INFINITY; 8]);
-    let (mut dot, mut dd, mut bb) = ([0f64; 8], [0f64; 8], [0f64; 8]);
+    let mut cos = CosineLanes::new();
     let mut nan_inputs = false;
     let full = n - n % 8;
     for (bc, dc) in bench[..full]
@@ -309,41 +307,17 @@ fn block_body<B: Elem, D: Elem, W: Work, U: Work>(
         for j in 0..8 {
             let bf = bc[j].to_f64();
             let df = dc[j].to_f64();
-            let (ad, ab) = (df.abs(), bf.abs());
-            nan_inputs |= ad.is_nan() | ab.is_nan();
-            max_d[j] = if ad > max_d[j] { ad } else { max_d[j] };
-            max_b[j] = if ab > max_b[j] { ab } else { max_b[j] };
-            dot[j] += df * bf;
-            dd[j] += df * df;
-            bb[j] += bf * bf;
+            nan_inputs |= df.is_nan() | bf.is_nan();
+            cos.push(j, df, bf);
         }
     }
     for i in full..n {
         let bf = bench[i].to_f64();
         let df = device[i].to_f64();
-        let (ad, ab) = (df.abs(), bf.abs());
-        nan_inputs |= ad.is_nan() | ab.is_nan();
-        max_d[0] = if ad > max_d[0] { ad } else { max_d[0] };
-        max_b[0] = if ab > max_b[0] { ab } else { max_b[0] };
-        dot[0] += df * bf;
-        dd[0] += df * df;
-        bb[0] += bf * bf;
+        nan_inputs |= df.is_nan() | bf.is_nan();
+        cos.push(0, df, bf);
     }
-    if nan_inputs {
-        // Which side carried the NaN matters to the cosine's zero checks: recompute exactly.
-        s.max_abs_device = device
-            .iter()
-            .fold(f64::NEG_INFINITY, |m, x| max_f64(m, x.to_f64().abs()));
-        s.max_abs_bench = bench
-            .iter()
-            .fold(f64::NEG_INFINITY, |m, x| max_f64(m, x.to_f64().abs()));
-    } else {
-        s.max_abs_device = max_d.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-        s.max_abs_bench = max_b.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-    }
-    s.dot = dot.iter().sum();
-    s.dd = dd.iter().sum();
-    s.bb = bb.iter().sum();
+    cos.store(&mut s, bench, device, nan_inputs);
 
     // Pass 2: counts of every standard from the errors and masks.
     let t_hund = W::from_f64(0.01);
@@ -546,8 +520,7 @@ fn full_block_body<B: Elem, D: Elem, W: Work, U: Work, const AVX512: bool>(
     let ulp_thr = U::from_f64(p.ulp_threshold);
 
     // Lanes carried across leaves (lane j sees elements j, j+8, ... of the block in order).
-    let (mut max_d, mut max_b) = ([f64::NEG_INFINITY; 8], [f64::NEG_INFINITY; 8]);
-    let (mut dot, mut dd, mut bb) = ([0f64; 8], [0f64; 8], [0f64; 8]);
+    let mut cos = CosineLanes::new();
     let mut rel_sum_f64 = [0f64; 8];
     let mut max_ae = [W::from_f64(f64::NEG_INFINITY); 8];
     let mut max_rel = [W::from_f64(f64::NEG_INFINITY); 8];
@@ -602,12 +575,7 @@ fn full_block_body<B: Elem, D: Elem, W: Work, U: Work, const AVX512: bool>(
                 bump(&mut c[3][j], 1, df < bc);
                 bump(&mut c[3][j], 2, bf != df);
 
-                let (ad, ab) = (df.abs(), abs_b);
-                max_d[j] = if ad > max_d[j] { ad } else { max_d[j] };
-                max_b[j] = if ab > max_b[j] { ab } else { max_b[j] };
-                dot[j] += df * bf;
-                dd[j] += df * df;
-                bb[j] += bf * bf;
+                cos.push(j, df, bf);
 
                 max_ae[j] = if a > max_ae[j] { a } else { max_ae[j] };
                 let masked = !finite | small;
@@ -617,7 +585,7 @@ fn full_block_body<B: Elem, D: Elem, W: Work, U: Work, const AVX512: bool>(
                 bump(&mut c[3][j], 3, r >= W::ZERO);
                 max_rel[j] = if r > max_rel[j] { r } else { max_rel[j] };
                 rel_sum_f64[j] += if r >= W::ZERO { r.to_f64() } else { 0.0 };
-                nan[j] |= (ad.is_nan() | ab.is_nan()) as u32
+                nan[j] |= (df.is_nan() | bf.is_nan()) as u32
                     | (a.is_nan() as u32) << 1
                     | (r.is_nan() as u32) << 2;
 
@@ -722,21 +690,7 @@ fn full_block_body<B: Elem, D: Elem, W: Work, U: Work, const AVX512: bool>(
     if ulp.is_some() {
         s.ulp_over = c[16];
     }
-    if nan_inputs {
-        // Which side carried the NaN matters to the cosine's zero checks: recompute exactly.
-        s.max_abs_device = device
-            .iter()
-            .fold(f64::NEG_INFINITY, |m, x| max_f64(m, x.to_f64().abs()));
-        s.max_abs_bench = bench
-            .iter()
-            .fold(f64::NEG_INFINITY, |m, x| max_f64(m, x.to_f64().abs()));
-    } else {
-        s.max_abs_device = max_d.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-        s.max_abs_bench = max_b.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-    }
-    s.dot = dot.iter().sum();
-    s.dd = dd.iter().sum();
-    s.bb = bb.iter().sum();
+    cos.store(&mut s, bench, device, nan_inputs);
     s.lt_hundredth = c[0];
     s.lt_thousandth = c[1];
     s.lt_ten_thousandth = c[2];
@@ -948,6 +902,72 @@ fn merge<W: Work, U: Work>(a: &mut FusedStats<W, U>, b: &FusedStats<W, U>) {
 /// Most blocks per window of the multi-block pass: the valid relative errors of one window are
 /// held (at most 8 MiB of float32) until they are summed in numpy's order.
 const WINDOW_BLOCKS: usize = 256;
+
+/// The cosine inputs in 8 lanes (any order is within the cosine's tolerance): max |D|,
+/// max |B| and the sums Σd·b, Σd², Σb².
+struct CosineLanes {
+    max_d: [f64; 8],
+    max_b: [f64; 8],
+    dot: [f64; 8],
+    dd: [f64; 8],
+    bb: [f64; 8],
+}
+
+impl CosineLanes {
+    fn new() -> Self {
+        CosineLanes {
+            max_d: [f64::NEG_INFINITY; 8],
+            max_b: [f64::NEG_INFINITY; 8],
+            dot: [0.0; 8],
+            dd: [0.0; 8],
+            bb: [0.0; 8],
+        }
+    }
+
+    /// Adds one (device, bench) pair to lane `j`. The maxima skip NaN here; `store` redoes them.
+    #[inline(always)]
+    fn push(&mut self, j: usize, df: f64, bf: f64) {
+        let (ad, ab) = (df.abs(), bf.abs());
+        self.max_d[j] = if ad > self.max_d[j] {
+            ad
+        } else {
+            self.max_d[j]
+        };
+        self.max_b[j] = if ab > self.max_b[j] {
+            ab
+        } else {
+            self.max_b[j]
+        };
+        self.dot[j] += df * bf;
+        self.dd[j] += df * df;
+        self.bb[j] += bf * bf;
+    }
+
+    /// Folds the lanes into `s`. With a NaN among the inputs the maxima are recomputed
+    /// exactly: which side carried the NaN matters to the cosine's zero checks.
+    fn store<B: Elem, D: Elem, W: Work, U: Work>(
+        self,
+        s: &mut FusedStats<W, U>,
+        bench: &[B],
+        device: &[D],
+        nan_inputs: bool,
+    ) {
+        if nan_inputs {
+            s.max_abs_device = device
+                .iter()
+                .fold(f64::NEG_INFINITY, |m, x| max_f64(m, x.to_f64().abs()));
+            s.max_abs_bench = bench
+                .iter()
+                .fold(f64::NEG_INFINITY, |m, x| max_f64(m, x.to_f64().abs()));
+        } else {
+            s.max_abs_device = self.max_d.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+            s.max_abs_bench = self.max_b.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        }
+        s.dot = self.dot.iter().sum();
+        s.dd = self.dd.iter().sum();
+        s.bb = self.bb.iter().sum();
+    }
+}
 
 /// Runs the fused pass over the common length of `bench` and `device` (callers check that
 /// the lengths match).
