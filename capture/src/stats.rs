@@ -104,6 +104,10 @@ fn torch_order_applies(info: &TensorInfo<'_>, elem: ElemType, opts: &Options) ->
         && opts.mode != SummaryMode::Xor
 }
 
+/// Tensors from this size on have their float32 passes run on several threads (below it,
+/// handing work to another thread costs about what the pass does).
+const PARALLEL_MIN_BYTES: usize = 1 << 20;
+
 struct FastF32 {
     max: f64,
     min: f64,
@@ -129,21 +133,28 @@ fn torch_f32(
         return None;
     }
     let xs = torch_order::as_f32(bytes).filter(|xs| !xs.is_empty())?;
-    let f = torch_order::fused(xs);
+    let multi_thread_sum = threads > 1 && xs.len() >= torch_order::GRAIN;
+    let md5 = opts.mode == SummaryMode::Md5;
+    let tsum = || multi_thread_sum.then(|| torch_order::torch_sum(xs, threads));
+    let crc = || md5.then(|| stats_gpu::checksum::crc32(bytes));
+    // Up to three reads of the same memory: the fused pass, torch's multi-thread summation
+    // order and the CRC. A large tensor has them run side by side: the training thread
+    // waits for this record anyway, so the cores torch computes on are idle meanwhile.
+    let (f, (tsum, crc)) = if bytes.len() >= PARALLEL_MIN_BYTES && (multi_thread_sum || md5) {
+        rayon::join(|| torch_order::fused(xs), || rayon::join(tsum, crc))
+    } else {
+        (torch_order::fused(xs), (tsum(), crc()))
+    };
     if !(f.sum.is_finite() && f.norm.is_finite()) {
         return None;
     }
-    let sum = if threads > 1 && xs.len() >= torch_order::GRAIN {
-        torch_order::torch_sum(xs, threads)
-    } else {
-        f.sum
-    };
+    let sum = tsum.unwrap_or(f.sum);
     Some(FastF32 {
         max: f.max as f64,
         min: f.min as f64,
         mean: (sum / xs.len() as f32) as f64,
         norm: f.norm as f64,
-        crc: (opts.mode == SummaryMode::Md5).then(|| stats_gpu::checksum::crc32(bytes)),
+        crc,
     })
 }
 
