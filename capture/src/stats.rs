@@ -104,10 +104,6 @@ fn torch_order_applies(info: &TensorInfo<'_>, elem: ElemType, opts: &Options) ->
         && opts.mode != SummaryMode::Xor
 }
 
-/// Tensors from this size on have their float32 passes run on several threads (below it,
-/// handing work to another thread costs about what the pass does).
-const PARALLEL_MIN_BYTES: usize = 1 << 20;
-
 struct FastF32 {
     max: f64,
     min: f64,
@@ -133,22 +129,22 @@ fn torch_f32(
         return None;
     }
     let xs = torch_order::as_f32(bytes).filter(|xs| !xs.is_empty())?;
-    let multi_thread_sum = threads > 1 && xs.len() >= torch_order::GRAIN;
-    let md5 = opts.mode == SummaryMode::Md5;
-    let tsum = || multi_thread_sum.then(|| torch_order::torch_sum(xs, threads));
-    let crc = || md5.then(|| stats_gpu::checksum::crc32(bytes));
-    // Up to three reads of the same memory: the fused pass, torch's multi-thread summation
-    // order and the CRC. A large tensor has them run side by side: the training thread
-    // waits for this record anyway, so the cores torch computes on are idle meanwhile.
-    let (f, (tsum, crc)) = if bytes.len() >= PARALLEL_MIN_BYTES && (multi_thread_sum || md5) {
-        rayon::join(|| torch_order::fused(xs), || rayon::join(tsum, crc))
+    // md5: the CRC reads each block right after the statistics, while it is in cache.
+    let (f, crc) = if opts.mode == SummaryMode::Md5 {
+        let (f, crc) = torch_order::fused_crc32(xs);
+        (f, Some(crc))
     } else {
-        (torch_order::fused(xs), (tsum(), crc()))
+        (torch_order::fused(xs), None)
     };
     if !(f.sum.is_finite() && f.norm.is_finite()) {
         return None;
     }
-    let sum = tsum.unwrap_or(f.sum);
+    // torch sums in per-thread chunks from GRAIN elements on; the norm stays one chain.
+    let sum = if threads > 1 && xs.len() >= torch_order::GRAIN {
+        torch_order::torch_sum(xs, threads)
+    } else {
+        f.sum
+    };
     Some(FastF32 {
         max: f.max as f64,
         min: f.min as f64,

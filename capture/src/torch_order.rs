@@ -22,6 +22,9 @@
 //!   elements; tensors under 8 elements take another kernel whose order was not pinned
 //!   down (the adapter asks torch for those), and the others differ by one ulp at most.
 
+mod fused;
+pub use fused::{Fused, fused, fused_crc32, fused_portable};
+
 /// Lanes of ATen's `Vectorized<float>` in the kernels measured.
 pub const VEC: usize = 8;
 /// Vector accumulators of `row_sum` (ATen's `ilp_factor`).
@@ -54,10 +57,15 @@ fn add_acc<const W: usize>(dst: &mut [[f32; W]; ILP], src: &[[f32; W]; ILP]) {
     }
 }
 
+/// `(level_power, level_step)` of ATen's 4-level cascade over `size` items.
+fn cascade_level(size: usize) -> (u32, usize) {
+    let level_power = (ceil_log2(size) / LEVELS as u32).max(4);
+    (level_power, 1usize << level_power)
+}
+
 /// ATen's `multi_row_sum` over `size` groups of `ILP * W` floats.
 fn multi_row_sum<const W: usize>(xs: &[f32], size: usize) -> [[f32; W]; ILP] {
-    let level_power = (ceil_log2(size) / LEVELS as u32).max(4);
-    let level_step = 1usize << level_power;
+    let (level_power, level_step) = cascade_level(size);
     let level_mask = level_step - 1;
     let group = ILP * W;
     let mut acc = [[[0f32; W]; ILP]; LEVELS];
@@ -186,59 +194,6 @@ mod tests {
         }
     }
 
-    /// The fused pass gives what the separate functions give, bit for bit.
-    #[test]
-    fn fused_agrees_with_the_separate_sums() {
-        let mut x: u32 = 12345;
-        for n in [
-            0usize,
-            1,
-            5,
-            8,
-            9,
-            31,
-            32,
-            33,
-            255,
-            1000,
-            4096 + 7,
-            70_001,
-            600_000,
-        ] {
-            let xs: Vec<f32> = (0..n)
-                .map(|_| {
-                    x = x.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
-                    (x >> 8) as f32 / (1u32 << 24) as f32 * 6.0 - 2.5
-                })
-                .collect();
-            let f = fused(&xs);
-            assert_eq!(f, fused_portable(&xs), "n={n}");
-            assert_eq!(f.sum.to_bits(), cascade_sum(&xs).to_bits(), "n={n}");
-            assert_eq!(f.norm.to_bits(), torch_norm(&xs).to_bits(), "n={n}");
-            let mx = xs.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-            let mn = xs.iter().copied().fold(f32::INFINITY, f32::min);
-            assert_eq!((f.max, f.min), (mx, mn), "n={n}");
-        }
-    }
-
-    /// Past 2^20 groups the cascade's level step grows beyond 16: the SIMD loop carries
-    /// its levels like ATen does there too.
-    #[test]
-    fn fused_simd_equals_portable_with_a_wide_cascade() {
-        let n = (1usize << 25) + 8 * 4 * 3 + 5;
-        let mut x: u32 = 99;
-        let xs: Vec<f32> = (0..n)
-            .map(|_| {
-                x = x.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
-                (x >> 8) as f32 / (1u32 << 24) as f32 - 0.25
-            })
-            .collect();
-        assert_eq!(cascade_step(n / GROUP), (5, 32));
-        let f = fused(&xs);
-        assert_eq!(f, fused_portable(&xs));
-        assert_eq!(f.sum.to_bits(), cascade_sum(&xs).to_bits());
-    }
-
     #[test]
     fn norm_of_exact_squares() {
         assert_eq!(torch_norm(&[3.0, 4.0]), 5.0);
@@ -246,261 +201,4 @@ mod tests {
         assert_eq!(torch_norm(&xs), 10.0);
         assert_eq!(torch_norm(&[]), 0.0);
     }
-}
-
-/// Max, Min, single-thread `torch.sum` and `torch.norm` of float32 values from one read.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct Fused {
-    pub max: f32,
-    pub min: f32,
-    pub sum: f32,
-    pub norm: f32,
-}
-
-const GROUP: usize = ILP * VEC;
-
-/// The accumulators after the full groups of [`GROUP`] floats: the cascade's levels already
-/// folded into `ps` (in ATen's order), the norm's single vector accumulator, and per-lane
-/// extremes.
-struct Groups {
-    ps: [[f32; VEC]; ILP],
-    sq: [f32; VEC],
-    mx: [f32; VEC],
-    mn: [f32; VEC],
-}
-
-/// `(level_power, level_step)` of ATen's 4-level cascade over `groups` groups.
-fn cascade_step(groups: usize) -> (u32, usize) {
-    let level_power = (ceil_log2(groups) / LEVELS as u32).max(4);
-    (level_power, 1usize << level_power)
-}
-
-/// The full groups of `xs`, in plain Rust (the reference the SIMD loop must equal).
-fn groups_portable(xs: &[f32], groups: usize) -> Groups {
-    let (level_power, level_step) = cascade_step(groups);
-    let level_mask = level_step - 1;
-    let mut acc = [[[0f32; VEC]; ILP]; LEVELS];
-    let mut sq = [0f32; VEC];
-    let mut mx = [f32::NEG_INFINITY; VEC];
-    let mut mn = [f32::INFINITY; VEC];
-    // One group of ILP vectors: the cascade's level-0 accumulators, the norm's single
-    // vector accumulator (vectors in order) and the extremes.
-    let step = |g: &[f32; GROUP],
-                a0: &mut [[f32; VEC]; ILP],
-                sq: &mut [f32; VEC],
-                mx: &mut [f32; VEC],
-                mn: &mut [f32; VEC]| {
-        for k in 0..ILP {
-            for l in 0..VEC {
-                let x = g[k * VEC + l];
-                a0[k][l] += x;
-                mx[l] = if x > mx[l] { x } else { mx[l] };
-                mn[l] = if x < mn[l] { x } else { mn[l] };
-                sq[l] += x * x;
-            }
-        }
-    };
-    let mut chunks = xs[..groups * GROUP].chunks_exact(GROUP);
-    let mut i = 0;
-    while i + level_step <= groups {
-        for g in chunks.by_ref().take(level_step) {
-            let g: &[f32; GROUP] = g.try_into().expect("chunks_exact(GROUP)");
-            step(g, &mut acc[0], &mut sq, &mut mx, &mut mn);
-        }
-        i += level_step;
-        for j in 1..LEVELS {
-            let (lo, hi) = acc.split_at_mut(j);
-            add_acc(&mut hi[0], &lo[j - 1]);
-            lo[j - 1] = [[0.0; VEC]; ILP];
-            if i & (level_mask << (j as u32 * level_power)) != 0 {
-                break;
-            }
-        }
-    }
-    for g in chunks {
-        let g: &[f32; GROUP] = g.try_into().expect("chunks_exact(GROUP)");
-        step(g, &mut acc[0], &mut sq, &mut mx, &mut mn);
-    }
-    let (first, rest) = acc.split_at_mut(1);
-    for r in rest.iter() {
-        add_acc(&mut first[0], r);
-    }
-    Groups {
-        ps: first[0],
-        sq,
-        mx,
-        mn,
-    }
-}
-
-/// The full groups of `xs` with AVX2 intrinsics: the same additions in the same order as
-/// [`groups_portable`] (no FMA: torch rounds `x * x` before adding it). Two things make it
-/// faster than the compiler's loop: the extremes use one accumulator per vector of the
-/// group (max/min do not depend on order for the finite values this pass serves), so the
-/// norm's accumulator is the only dependency chain; and a software prefetch keeps enough
-/// loads in flight for tensors that are no longer in cache.
-///
-/// # Safety
-/// The CPU must support AVX2.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
-unsafe fn groups_avx2(xs: &[f32], groups: usize) -> Groups {
-    use std::arch::x86_64::*;
-    // Bytes ahead of the current group: far enough to cover DRAM latency at this loop's
-    // speed, near enough to stay in L1/L2.
-    const PREFETCH: usize = 1024;
-    assert!(groups * GROUP <= xs.len());
-    let (level_power, level_step) = cascade_step(groups);
-    let level_mask = level_step - 1;
-    let zero = _mm256_setzero_ps();
-    let mut acc = [[zero; ILP]; LEVELS];
-    let mut sq = zero;
-    let mut mx = [_mm256_set1_ps(f32::NEG_INFINITY); ILP];
-    let mut mn = [_mm256_set1_ps(f32::INFINITY); ILP];
-    let base = xs.as_ptr();
-    let mut run = |from: usize, to: usize, a0: &mut [__m256; ILP]| {
-        for g in from..to {
-            let p = base.wrapping_add(g * GROUP);
-            _mm_prefetch::<_MM_HINT_T0>(p.wrapping_byte_add(PREFETCH).cast());
-            _mm_prefetch::<_MM_HINT_T0>(p.wrapping_byte_add(PREFETCH + 64).cast());
-            for k in 0..ILP {
-                // SAFETY: g < groups, so the GROUP floats at p lie inside xs.
-                let v = unsafe { _mm256_loadu_ps(p.add(k * VEC)) };
-                a0[k] = _mm256_add_ps(a0[k], v);
-                sq = _mm256_add_ps(sq, _mm256_mul_ps(v, v));
-                // max_ps(v, m) is `v > m ? v : m`, the portable loop's rule.
-                mx[k] = _mm256_max_ps(v, mx[k]);
-                mn[k] = _mm256_min_ps(v, mn[k]);
-            }
-        }
-    };
-    let mut i = 0;
-    while i + level_step <= groups {
-        run(i, i + level_step, &mut acc[0]);
-        i += level_step;
-        for j in 1..LEVELS {
-            let (lo, hi) = acc.split_at_mut(j);
-            for (h, l) in hi[0].iter_mut().zip(lo[j - 1].iter_mut()) {
-                *h = _mm256_add_ps(*h, *l);
-                *l = zero;
-            }
-            if i & (level_mask << (j as u32 * level_power)) != 0 {
-                break;
-            }
-        }
-    }
-    run(i, groups, &mut acc[0]);
-    let (first, rest) = acc.split_at_mut(1);
-    for r in rest.iter() {
-        for (a, b) in first[0].iter_mut().zip(r) {
-            *a = _mm256_add_ps(*a, *b);
-        }
-    }
-    let lanes = |v: __m256| {
-        let mut out = [0f32; VEC];
-        // SAFETY: out holds VEC floats.
-        unsafe { _mm256_storeu_ps(out.as_mut_ptr(), v) };
-        out
-    };
-    let (mut m, mut n) = (mx[0], mn[0]);
-    for k in 1..ILP {
-        m = _mm256_max_ps(mx[k], m);
-        n = _mm256_min_ps(mn[k], n);
-    }
-    Groups {
-        ps: acc[0].map(lanes),
-        sq: lanes(sq),
-        mx: lanes(m),
-        mn: lanes(n),
-    }
-}
-
-/// The fused pass: the full groups (SIMD where available), then the leftover vectors and
-/// scalars exactly as ATen adds them.
-fn fused_with(xs: &[f32], simd: bool) -> Fused {
-    let n = xs.len();
-    let vecs = n / VEC;
-    let groups = vecs / ILP;
-    #[cfg(target_arch = "x86_64")]
-    let g = if simd && std::arch::is_x86_feature_detected!("avx2") {
-        // SAFETY: the CPU supports AVX2 (checked above).
-        unsafe { groups_avx2(xs, groups) }
-    } else {
-        groups_portable(xs, groups)
-    };
-    #[cfg(not(target_arch = "x86_64"))]
-    let g = {
-        let _ = simd;
-        groups_portable(xs, groups)
-    };
-    let Groups {
-        mut ps,
-        mut sq,
-        mut mx,
-        mut mn,
-    } = g;
-    // Vectors left over after the groups go to accumulator 0.
-    for v in xs[groups * GROUP..vecs * VEC].chunks_exact(VEC) {
-        for l in 0..VEC {
-            let x = v[l];
-            ps[0][l] += x;
-            mx[l] = if x > mx[l] { x } else { mx[l] };
-            mn[l] = if x < mn[l] { x } else { mn[l] };
-            sq[l] += x * x;
-        }
-    }
-    let (p0, prest) = ps.split_at_mut(1);
-    for r in prest.iter() {
-        for (x, y) in p0[0].iter_mut().zip(r) {
-            *x += *y;
-        }
-    }
-    let tail = &xs[vecs * VEC..];
-    let sum = if vecs == 0 {
-        row_sum::<1>(xs, n)[0]
-    } else {
-        let mut total = 0f32;
-        for &x in tail {
-            total += x;
-        }
-        for l in p0[0] {
-            total += l;
-        }
-        total
-    };
-    let mut total_sq = sq[0];
-    for &a in &sq[1..] {
-        total_sq += a;
-    }
-    let mut max = f32::NEG_INFINITY;
-    let mut min = f32::INFINITY;
-    for l in 0..VEC {
-        max = max.max(mx[l]);
-        min = min.min(mn[l]);
-    }
-    for &x in tail {
-        total_sq += x * x;
-        max = max.max(x);
-        min = min.min(x);
-    }
-    Fused {
-        max,
-        min,
-        sum,
-        norm: total_sq.sqrt(),
-    }
-}
-
-/// [`Fused`] statistics of `xs` (any length; meaningful when every value is finite, which
-/// the caller checks on the result: a NaN or infinity makes `sum` non-finite).
-///
-/// One thread: the norm is one chain of additions in torch's order, so the pass cannot be
-/// cut into chunks for several threads.
-pub fn fused(xs: &[f32]) -> Fused {
-    fused_with(xs, true)
-}
-
-/// [`fused`] without SIMD intrinsics (the reference the tests hold the SIMD loop to).
-pub fn fused_portable(xs: &[f32]) -> Fused {
-    fused_with(xs, false)
 }
