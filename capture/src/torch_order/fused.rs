@@ -76,7 +76,7 @@ mod avx2 {
 
     /// Bytes read ahead of the current group: enough loads in flight to cover memory latency
     /// for tensors that left the cache, near enough to land in L1/L2 before use.
-    const PREFETCH: usize = 1024;
+    const PREFETCH: usize = 2048;
 
     #[derive(Clone, Copy)]
     pub(super) struct M256(__m256);
