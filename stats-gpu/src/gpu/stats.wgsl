@@ -83,11 +83,22 @@ fn acc_new(inf: f32) -> Acc {
     return Acc(inf, -inf, 0u, 0u, 0u, z, z, z, z, z);
 }
 
+// 1.0, from the length of the entry point's data binding, which no shader compiler can know
+// (set first thing in each entry point; see `opaque`).
+var<private> one: f32;
+
+// x, hidden from the shader compiler, so that the error-free addition below is not simplified
+// away by value-changing algebra (Mesa's NIR folds a - (a + y) into -y for inexact ops, as
+// found for pair.wgsl on lavapipe). A uniform 1.0 would not do: lavapipe inlines uniforms.
+fn opaque(x: f32) -> f32 {
+    return x * one;
+}
+
 // Neumaier: (s, c) + y with the rounding error of the addition kept in c. (Values, not
 // pointers to struct members: naga 30's SPIR-V writer fails on those as call arguments.)
 fn nadd(p: vec2<f32>, y: f32) -> vec2<f32> {
     let a = p.x;
-    let t = a + y;
+    let t = opaque(a + y);
     let e = select((y - t) + a, (a - t) + y, abs(a) >= abs(y));
     return vec2<f32>(t, p.y + e);
 }
@@ -267,6 +278,8 @@ fn stats_chunk(
     @builtin(workgroup_id) wid: vec3<u32>,
     @builtin(num_workgroups) nwg: vec3<u32>,
 ) {
+    // A bound buffer holds at least one word.
+    one = f32(min(arrayLength(&data), 1u));
     let inf = bitcast<f32>(params.inf_bits);
     var acc = acc_new(inf);
     let g = nwg.x * WG;
@@ -328,6 +341,7 @@ fn stats_batch(
     @builtin(workgroup_id) wid: vec3<u32>,
     @builtin(num_workgroups) nwg: vec3<u32>,
 ) {
+    one = f32(min(arrayLength(&b_data), 1u));
     let inf = bitcast<f32>(b_params.inf_bits);
     let n_tasks = b_params.n_tasks;
     let per_wg = WG / SEG;
