@@ -7,6 +7,11 @@
 //! (dumpfmt's writer, so floats round-trip exactly). Each frame goes to the OS with a single
 //! `write` call: a SIGKILL cannot lose it, only a power cut can (hence [`JournalWriter::sync`]
 //! at step ends). A torn or corrupt tail frame is where reading stops.
+//!
+//! Statistics computed on a device are read back once per step, after their entries were
+//! journaled: such entries are [`Record::PendingEntry`] records whose tensor records carry a
+//! pending id, and a later [`Record::Fill`] supplies the values. Kinds 8 and 9 were added for
+//! this; journals written before them replay unchanged.
 
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Write};
@@ -61,6 +66,27 @@ pub enum Record {
     },
     /// The JSON files were written from the records so far (informative).
     Checkpoint,
+    /// [`Record::Entry`] whose body holds tensor records with statistics still to come
+    /// (device tensors, read back once per step): each such record carries the transient key
+    /// [`PENDING_KEY`](crate::state::PENDING_KEY) with one of `pending`'s ids and `null`
+    /// statistics until a [`Record::Fill`] names the id.
+    PendingEntry {
+        name: String,
+        body: Map,
+        reinsert: bool,
+        pending: Vec<u64>,
+    },
+    /// Statistics of earlier pending tensor records, by id.
+    Fill(Vec<Fill>),
+}
+
+/// The statistics of one pending tensor record.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Fill {
+    pub id: u64,
+    /// `Max`, `Min`, `Mean`, `Norm`: JSON scalars (null, bool, int or float), as msprobe writes
+    /// them for the tensor's dtype.
+    pub stats: [Value; 4],
 }
 
 const K_META: u8 = 1;
@@ -70,6 +96,16 @@ const K_STACK: u8 = 4;
 const K_CONSTRUCT: u8 = 5;
 const K_CHECKPOINT: u8 = 6;
 const K_STACK_REF: u8 = 7;
+const K_PENDING_ENTRY: u8 = 8;
+const K_FILL: u8 = 9;
+
+/// A statistic value a fill may carry.
+fn is_stat_scalar(v: &Value) -> bool {
+    matches!(
+        v,
+        Value::Null | Value::Bool(_) | Value::Int(_) | Value::BigInt(_) | Value::Float(_)
+    )
+}
 
 fn opt_str(v: &Option<String>) -> Value {
     match v {
@@ -122,6 +158,34 @@ impl Record {
                 Value::Array(vec![name.as_str().into(), opt_str(parent)]),
             ),
             Record::Checkpoint => (K_CHECKPOINT, Value::Null),
+            Record::PendingEntry {
+                name,
+                body,
+                reinsert,
+                pending,
+            } => (
+                K_PENDING_ENTRY,
+                Value::Array(vec![
+                    name.as_str().into(),
+                    Value::Object(body.clone()),
+                    Value::Bool(*reinsert),
+                    Value::Array(pending.iter().map(|&id| Value::Int(id as i64)).collect()),
+                ]),
+            ),
+            Record::Fill(fills) => (
+                K_FILL,
+                Value::Array(
+                    fills
+                        .iter()
+                        .map(|f| {
+                            let mut row = Vec::with_capacity(5);
+                            row.push(Value::Int(f.id as i64));
+                            row.extend(f.stats.iter().cloned());
+                            Value::Array(row)
+                        })
+                        .collect(),
+                ),
+            ),
         };
         let mut out = vec![kind];
         json::write_python(&v, &mut out);
@@ -185,6 +249,39 @@ impl Record {
                 }
             }
             K_CHECKPOINT => Record::Checkpoint,
+            K_PENDING_ENTRY => {
+                let [name, body, reinsert, pending] = v.as_array()? else {
+                    return None;
+                };
+                Record::PendingEntry {
+                    name: s(name)?,
+                    body: body.as_object()?.clone(),
+                    reinsert: reinsert.as_bool()?,
+                    pending: pending
+                        .as_array()?
+                        .iter()
+                        .map(|id| u64::try_from(id.as_i64()?).ok())
+                        .collect::<Option<_>>()?,
+                }
+            }
+            K_FILL => Record::Fill(
+                v.as_array()?
+                    .iter()
+                    .map(|row| {
+                        let [id, max, min, mean, norm] = row.as_array()? else {
+                            return None;
+                        };
+                        let stats = [max.clone(), min.clone(), mean.clone(), norm.clone()];
+                        if !stats.iter().all(is_stat_scalar) {
+                            return None;
+                        }
+                        Some(Fill {
+                            id: u64::try_from(id.as_i64()?).ok()?,
+                            stats,
+                        })
+                    })
+                    .collect::<Option<_>>()?,
+            ),
             _ => return None,
         })
     }

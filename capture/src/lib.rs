@@ -8,6 +8,15 @@
 //! * [`torch_order`]: float32 Mean/Norm in PyTorch's CPU summation order.
 //! * [`Session`] ties them together for one rank directory; [`recover`] rebuilds the JSON
 //!   files of a killed run from its journals.
+//!
+//! Device statistics: an adapter that computes a tensor's statistics on its device journals
+//! the entry at hook time with a placeholder record ([`Record::PendingEntry`], the record
+//! carrying [`state::PENDING_KEY`] and `null` statistics) and the values later, after one
+//! readback for many tensors ([`Session::fill`]). The JSON files and [`recover`] apply every
+//! fill that reached the journal. A record whose fill never came (the process was killed
+//! between the hook and the readback) is written with its statistic keys present and `null`:
+//! the entry keeps its place, name, dtype, shape and `requires_grad`, which a comparison can
+//! still match, and `null` is what msprobe writes for statistics it could not compute.
 
 pub mod error;
 pub mod journal;
@@ -19,7 +28,7 @@ pub mod torch_order;
 use std::path::{Path, PathBuf};
 
 pub use error::{Error, Result};
-pub use journal::{Meta, Record};
+pub use journal::{Fill, Meta, Record};
 pub use state::DumpState;
 
 /// The capture of one rank directory (`dump/step{N}/{rank}`): every record goes to the
@@ -61,6 +70,15 @@ impl Session {
         self.state.apply(&rec);
         self.dirty = true;
         Ok(())
+    }
+
+    /// Journals the statistics of pending tensor records (see [`Record::Fill`]); nothing for an
+    /// empty list.
+    pub fn fill(&mut self, fills: Vec<Fill>) -> Result<()> {
+        if fills.is_empty() {
+            return Ok(());
+        }
+        self.record(Record::Fill(fills))
     }
 
     /// Records the call stack of `name`; returns the index of its stack group, which later
@@ -117,6 +135,9 @@ pub struct Recovered {
     pub entries: usize,
     /// Bytes of a torn tail that were ignored.
     pub ignored_tail: u64,
+    /// Tensor records whose device statistics never reached the journal (written with
+    /// `null` statistics).
+    pub unfilled: usize,
 }
 
 /// Rebuilds dump.json, stack.json and construct.json from every journal at or below `dir`
@@ -139,12 +160,14 @@ pub fn recover(dir: &Path) -> Result<Vec<Recovered>> {
             state.apply(r);
         }
         let rank_dir = j.parent().unwrap_or(Path::new(".")).to_path_buf();
+        let unfilled = state.unfilled_records();
         state.write_files(&rank_dir)?;
         out.push(Recovered {
             dir: rank_dir,
             records: replay.records.len(),
             entries: state.data_len(),
             ignored_tail: replay.ignored_tail,
+            unfilled,
         });
     }
     Ok(out)

@@ -1,13 +1,61 @@
 //! The in-memory dump a journal replays into, and the three JSON files written from it with
 //! dumpfmt's byte-exact writer.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::Path;
 
 use dumpfmt::json::{self, Map, Value};
 
 use crate::error::Result;
-use crate::journal::{Meta, Record};
+use crate::journal::{Fill, Meta, Record};
+
+/// Transient key of a tensor record whose statistics were computed on a device and are read
+/// back later: its value is the pending id a [`Record::Fill`] names. It never reaches a
+/// written file.
+pub const PENDING_KEY: &str = "numprobe_pending";
+const STAT_KEYS: [&str; 4] = ["Max", "Min", "Mean", "Norm"];
+
+/// Writes `fills`' statistics into the pending tensor records below `v`; returns how many.
+fn fill_records(v: &mut Value, fills: &HashMap<u64, &[Value; 4]>) -> usize {
+    match v {
+        Value::Object(m) => {
+            if let Some(id) = m.get(PENDING_KEY) {
+                let Some(stats) = id
+                    .as_i64()
+                    .and_then(|id| u64::try_from(id).ok())
+                    .and_then(|id| fills.get(&id))
+                else {
+                    return 0;
+                };
+                // The placeholder holds the four keys in msprobe's order already: insert
+                // keeps their positions.
+                for (k, s) in STAT_KEYS.iter().zip(stats.iter()) {
+                    m.insert(*k, s.clone());
+                }
+                m.remove(PENDING_KEY);
+                return 1;
+            }
+            m.iter_mut().map(|(_, x)| fill_records(x, fills)).sum()
+        }
+        Value::Array(a) => a.iter_mut().map(|x| fill_records(x, fills)).sum(),
+        _ => 0,
+    }
+}
+
+/// Drops the pending marker of every record below `v` whose statistics never came, leaving
+/// their `null` statistics; returns how many.
+fn strip_pending(v: &mut Value) -> usize {
+    match v {
+        Value::Object(m) => {
+            if m.remove(PENDING_KEY).is_some() {
+                return 1;
+            }
+            m.iter_mut().map(|(_, x)| strip_pending(x)).sum()
+        }
+        Value::Array(a) => a.iter_mut().map(strip_pending).sum(),
+        _ => 0,
+    }
+}
 
 /// dump.json + stack.json + construct.json of one rank directory.
 ///
@@ -24,6 +72,8 @@ pub struct DumpState {
     stack_index: HashMap<Vec<String>, usize>,
     construct: Vec<(String, Value)>,
     construct_index: HashMap<String, usize>,
+    /// Pending tensor records whose fill has not come yet: id -> entry name.
+    pending: HashMap<u64, String>,
 }
 
 impl Default for DumpState {
@@ -42,7 +92,36 @@ impl DumpState {
             stack_index: HashMap::new(),
             construct: Vec::new(),
             construct_index: HashMap::new(),
+            pending: HashMap::new(),
         }
+    }
+
+    /// Number of pending tensor records still waiting for their statistics.
+    pub fn pending_len(&self) -> usize {
+        self.pending.len()
+    }
+
+    /// Tensor records in the data whose statistics never arrived (written with `null`
+    /// statistics): pending ids whose record is gone are not counted.
+    pub fn unfilled_records(&self) -> usize {
+        fn count(v: &Value) -> usize {
+            match v {
+                Value::Object(m) if m.contains_key(PENDING_KEY) => 1,
+                Value::Object(m) => m.values().map(count).sum(),
+                Value::Array(a) => a.iter().map(count).sum(),
+                _ => 0,
+            }
+        }
+        self.unresolved_entries()
+            .into_iter()
+            .filter_map(|n| self.entry(n))
+            .map(|m| m.values().map(count).sum::<usize>())
+            .sum()
+    }
+
+    /// Entries holding a pending record (their bodies need the marker stripped when written).
+    fn unresolved_entries(&self) -> HashSet<&str> {
+        self.pending.values().map(String::as_str).collect()
     }
 
     /// Number of entries in `data`.
@@ -54,7 +133,8 @@ impl DumpState {
         self.index.contains_key(name)
     }
 
-    /// The body of entry `name`.
+    /// The body of entry `name`, as replayed: a tensor record still waiting for its
+    /// statistics carries [`PENDING_KEY`] (the written files never do).
     pub fn entry(&self, name: &str) -> Option<&Map> {
         let &i = self.index.get(name)?;
         self.slots[i].as_ref().map(|(_, m)| m)
@@ -65,11 +145,17 @@ impl DumpState {
         self.slots.iter().flatten().map(|(n, _)| n.as_str())
     }
 
-    /// dump.json's `data` object (a copy).
+    /// dump.json's `data` object (a copy; records still waiting for statistics have them
+    /// `null`, as written).
     pub fn data(&self) -> Map {
+        let unresolved = self.unresolved_entries();
         let mut m = Map::with_capacity(self.index.len());
         for (n, body) in self.slots.iter().flatten() {
-            m.push_unique(n.as_str(), Value::Object(body.clone()));
+            let mut v = Value::Object(body.clone());
+            if unresolved.contains(n.as_str()) {
+                strip_pending(&mut v);
+            }
+            m.push_unique(n.as_str(), v);
         }
         m
     }
@@ -111,6 +197,57 @@ impl DumpState {
         }
     }
 
+    /// Inserts `body`'s keys into entry `name` (the replay rule of [`Record::Entry`]).
+    fn merge_entry(&mut self, name: &str, body: &Map, reinsert: bool) {
+        let at = self.index.get(name).copied();
+        let i = match (at, reinsert) {
+            (Some(i), true) => {
+                // Python dict semantics of pop + set: the entry moves to the end.
+                let moved = self.slots[i].take();
+                self.index.insert(name.to_owned(), self.slots.len());
+                self.slots.push(moved);
+                self.maybe_compact();
+                self.index[name]
+            }
+            (Some(i), false) => i,
+            (None, _) => {
+                self.push_slot(name, Map::with_capacity(body.len()));
+                self.slots.len() - 1
+            }
+        };
+        if let Some((_, m)) = self.slots[i].as_mut() {
+            for (k, v) in body.iter() {
+                m.insert(k.clone(), v.clone());
+            }
+        }
+    }
+
+    /// Writes fills into their pending records. A fill whose record is gone (its entry was
+    /// removed or the key overwritten) has nothing left to fill and is dropped.
+    fn apply_fills(&mut self, fills: &[Fill]) {
+        let by_id: HashMap<u64, &[Value; 4]> = fills.iter().map(|f| (f.id, &f.stats)).collect();
+        let mut names: Vec<String> = Vec::new();
+        let mut seen = HashSet::new();
+        for f in fills {
+            if let Some(n) = self.pending.remove(&f.id)
+                && seen.insert(n.clone())
+            {
+                names.push(n);
+            }
+        }
+        for n in names {
+            if let Some(&i) = self.index.get(n.as_str())
+                && let Some((_, body)) = self.slots[i].as_mut()
+            {
+                let mut v = Value::Object(std::mem::take(body));
+                fill_records(&mut v, &by_id);
+                if let Value::Object(m) = v {
+                    *body = m;
+                }
+            }
+        }
+    }
+
     /// Applies one record (the replay rule of every kind).
     pub fn apply(&mut self, rec: &Record) {
         match rec {
@@ -119,29 +256,19 @@ impl DumpState {
                 name,
                 body,
                 reinsert,
+            } => self.merge_entry(name, body, *reinsert),
+            Record::PendingEntry {
+                name,
+                body,
+                reinsert,
+                pending,
             } => {
-                let at = self.index.get(name.as_str()).copied();
-                let i = match (at, *reinsert) {
-                    (Some(i), true) => {
-                        // Python dict semantics of pop + set: the entry moves to the end.
-                        let moved = self.slots[i].take();
-                        self.index.insert(name.clone(), self.slots.len());
-                        self.slots.push(moved);
-                        self.maybe_compact();
-                        self.index[name.as_str()]
-                    }
-                    (Some(i), false) => i,
-                    (None, _) => {
-                        self.push_slot(name, Map::with_capacity(body.len()));
-                        self.slots.len() - 1
-                    }
-                };
-                if let Some((_, m)) = self.slots[i].as_mut() {
-                    for (k, v) in body.iter() {
-                        m.insert(k.clone(), v.clone());
-                    }
+                self.merge_entry(name, body, *reinsert);
+                for &id in pending {
+                    self.pending.insert(id, name.clone());
                 }
             }
+            Record::Fill(fills) => self.apply_fills(fills),
             Record::Remove { name } => {
                 if let Some(i) = self.index.remove(name.as_str()) {
                     self.slots[i] = None;
@@ -228,10 +355,28 @@ impl DumpState {
     pub fn write_files(&mut self, dir: &Path) -> Result<()> {
         let extra_info = self.meta.as_ref().is_none_or(|m| m.extra_info);
         // Lend the entry bodies to the top-level object instead of cloning them: this runs at
-        // every stop/step and the data holds every record of the step.
+        // every stop/step and the data holds every record of the step. An entry whose device
+        // statistics never arrived is written from a copy without the pending markers (its
+        // records keep `null` statistics), so a later fill still finds them.
+        let unresolved: HashSet<String> = self.pending.values().cloned().collect();
+        let mut lent = Vec::with_capacity(if unresolved.is_empty() {
+            0
+        } else {
+            self.index.len()
+        });
         let mut data = Map::with_capacity(self.index.len());
         for (n, body) in self.slots.iter_mut().flatten() {
-            data.push_unique(n.as_str(), Value::Object(std::mem::take(body)));
+            if unresolved.is_empty() {
+                data.push_unique(n.as_str(), Value::Object(std::mem::take(body)));
+            } else if unresolved.contains(n.as_str()) {
+                let mut copy = Value::Object(body.clone());
+                strip_pending(&mut copy);
+                data.push_unique(n.as_str(), copy);
+                lent.push(false);
+            } else {
+                data.push_unique(n.as_str(), Value::Object(std::mem::take(body)));
+                lent.push(true);
+            }
         }
         let mut top = self.top_without_data();
         top.insert("data", Value::Object(data));
@@ -241,8 +386,10 @@ impl DumpState {
             && let Some(Value::Object(d)) = m.remove("data")
         {
             let live = self.slots.iter_mut().flatten();
-            for ((_, v), (_, body)) in d.into_entries().into_iter().zip(live) {
-                if let Value::Object(b) = v {
+            for (i, ((_, v), (_, body))) in d.into_entries().into_iter().zip(live).enumerate() {
+                if lent.get(i).is_none_or(|&l| l)
+                    && let Value::Object(b) = v
+                {
                     *body = b;
                 }
             }

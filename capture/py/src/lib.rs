@@ -7,9 +7,11 @@ mod accuracy;
 
 use std::path::PathBuf;
 
-use capture::journal::{Meta, Record};
+use capture::journal::{Fill, Meta, Record};
+use capture::state::PENDING_KEY;
 use capture::stats::{TensorInfo, tensor_record};
 use capture::tensors::{TensorJob, TensorWriter};
+use dumpfmt::dump::{Checksum, Md5Slot, Stat, TensorRecord};
 use dumpfmt::json::{Map, Value};
 use pyo3::exceptions::{PyOSError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
@@ -37,6 +39,8 @@ fn summary_mode(s: &str) -> PyResult<SummaryMode> {
 #[pyclass(frozen, module = "numprobe._native")]
 struct TensorRec {
     value: Value,
+    /// The pending id of a placeholder whose statistics come later (`Session.fill`).
+    pending: Option<u64>,
 }
 
 /// Borrows `nbytes` bytes at `ptr`.
@@ -52,7 +56,9 @@ unsafe fn borrow<'a>(ptr: usize, nbytes: usize) -> &'a [u8] {
     }
 }
 
-fn to_value(obj: &Bound<'_, PyAny>, depth: usize) -> PyResult<Value> {
+/// `obj` as a JSON value; the pending ids of placeholder tensor records met on the way are
+/// pushed to `pending`.
+fn to_value(obj: &Bound<'_, PyAny>, depth: usize, pending: &mut Vec<u64>) -> PyResult<Value> {
     if depth > 400 {
         return Err(PyValueError::new_err("value nested deeper than 400 levels"));
     }
@@ -60,7 +66,9 @@ fn to_value(obj: &Bound<'_, PyAny>, depth: usize) -> PyResult<Value> {
         return Ok(Value::Null);
     }
     if let Ok(r) = obj.cast::<TensorRec>() {
-        return Ok(r.get().value.clone());
+        let r = r.get();
+        pending.extend(r.pending);
+        return Ok(r.value.clone());
     }
     if let Ok(b) = obj.cast::<PyBool>() {
         return Ok(Value::Bool(b.is_true()));
@@ -78,19 +86,19 @@ fn to_value(obj: &Bound<'_, PyAny>, depth: usize) -> PyResult<Value> {
         return Ok(Value::from(s.to_cow()?.as_ref()));
     }
     if let Ok(d) = obj.cast::<PyDict>() {
-        return Ok(Value::Object(dict_to_map(d, depth + 1)?));
+        return Ok(Value::Object(dict_to_map(d, depth + 1, pending)?));
     }
     if let Ok(l) = obj.cast::<PyList>() {
         return l
             .iter()
-            .map(|x| to_value(&x, depth + 1))
+            .map(|x| to_value(&x, depth + 1, pending))
             .collect::<PyResult<Vec<_>>>()
             .map(Value::Array);
     }
     if let Ok(t) = obj.cast::<PyTuple>() {
         return t
             .iter()
-            .map(|x| to_value(&x, depth + 1))
+            .map(|x| to_value(&x, depth + 1, pending))
             .collect::<PyResult<Vec<_>>>()
             .map(Value::Array);
     }
@@ -100,7 +108,7 @@ fn to_value(obj: &Bound<'_, PyAny>, depth: usize) -> PyResult<Value> {
     )))
 }
 
-fn dict_to_map(d: &Bound<'_, PyDict>, depth: usize) -> PyResult<Map> {
+fn dict_to_map(d: &Bound<'_, PyDict>, depth: usize, pending: &mut Vec<u64>) -> PyResult<Map> {
     let mut m = Map::with_capacity(d.len());
     for (k, v) in d.iter() {
         let k = k
@@ -108,7 +116,7 @@ fn dict_to_map(d: &Bound<'_, PyDict>, depth: usize) -> PyResult<Map> {
             .map_err(|_| PyTypeError::new_err("entry keys must be str"))?
             .to_cow()?
             .into_owned();
-        m.insert(k, to_value(&v, depth)?);
+        m.insert(k, to_value(&v, depth, pending)?);
     }
     Ok(m)
 }
@@ -121,6 +129,8 @@ struct Session {
     opts: Options,
     /// torch's intra-op thread count: float32 Mean/Norm follow its summation order.
     torch_threads: Option<usize>,
+    /// The id the next placeholder record gets (unique within the session's journal).
+    next_pending: u64,
 }
 
 impl Session {
@@ -177,6 +187,7 @@ impl Session {
             tensors: TensorWriter::new(),
             opts,
             torch_threads,
+            next_pending: 0,
         })
     }
 
@@ -219,10 +230,118 @@ impl Session {
         let value = py
             .detach(|| tensor_record(&info, &opts))
             .map_err(|e| PyValueError::new_err(e.to_string()))?;
-        Ok(TensorRec { value })
+        Ok(TensorRec {
+            value,
+            pending: None,
+        })
     }
 
-    /// Copies the tensor's bytes and queues a `.pt` file for the writer thread.
+    /// A placeholder tensor record for statistics computed on the tensor's device: its
+    /// statistic keys hold `null` until `fill` supplies the values under the returned id.
+    /// `crc`: `(ptr, nbytes)` of the tensor's contiguous host bytes, for the CRC-32 of md5
+    /// mode (the checksum needs the bytes on the host; same contract as `tensor`).
+    #[pyo3(signature = (dtype, shape, requires_grad, data_name=None, crc=None))]
+    fn pending_tensor(
+        &mut self,
+        py: Python<'_>,
+        dtype: &str,
+        shape: Vec<u64>,
+        requires_grad: Option<bool>,
+        data_name: Option<&str>,
+        crc: Option<(usize, usize)>,
+    ) -> PyResult<(TensorRec, u64)> {
+        let mut rec = TensorRecord::new(
+            match self.opts.flavour {
+                Flavour::MindSpore => "mindspore.Tensor",
+                Flavour::PyTorch => "torch.Tensor",
+            },
+            dtype,
+            shape,
+        );
+        match self.opts.mode {
+            SummaryMode::Xor => {
+                return Err(PyValueError::new_err(
+                    "xor mode has no device statistics: its checksum needs the bytes",
+                ));
+            }
+            SummaryMode::Md5 => {
+                let (ptr, nbytes) = crc.ok_or_else(|| {
+                    PyValueError::new_err("md5 mode needs the tensor's host bytes (crc)")
+                })?;
+                // SAFETY: see `borrow`.
+                let bytes = unsafe { borrow(ptr, nbytes) };
+                let c = py.detach(|| stats_gpu::checksum::crc32(bytes));
+                rec.md5 = Some(Checksum::Crc32(c));
+                rec.md5_slot = Md5Slot::Last;
+            }
+            SummaryMode::Statistics => {}
+        }
+        rec.max = Some(Stat::Null);
+        rec.min = Some(Stat::Null);
+        rec.mean = Some(Stat::Null);
+        rec.norm = Some(Stat::Null);
+        rec.requires_grad = requires_grad;
+        rec.data_name = data_name.map(str::to_owned);
+        let id = self.next_pending;
+        self.next_pending += 1;
+        let mut value = rec.to_value();
+        if let Value::Object(m) = &mut value {
+            m.insert(PENDING_KEY, Value::Int(id as i64));
+        }
+        Ok((
+            TensorRec {
+                value,
+                pending: Some(id),
+            },
+            id,
+        ))
+    }
+
+    /// Journals the statistics of placeholder records: `rows` of `(id, Max, Min, Mean,
+    /// Norm)`, each statistic None, a bool, an int or a float.
+    #[allow(clippy::type_complexity)]
+    fn fill(
+        &mut self,
+        rows: Vec<(
+            u64,
+            Bound<'_, PyAny>,
+            Bound<'_, PyAny>,
+            Bound<'_, PyAny>,
+            Bound<'_, PyAny>,
+        )>,
+    ) -> PyResult<()> {
+        let mut ignored = Vec::new();
+        let mut fills = Vec::with_capacity(rows.len());
+        for (id, max, min, mean, norm) in rows {
+            let mut stat = |x: &Bound<'_, PyAny>| -> PyResult<Value> {
+                let v = to_value(x, 0, &mut ignored)?;
+                match v {
+                    Value::Null
+                    | Value::Bool(_)
+                    | Value::Int(_)
+                    | Value::BigInt(_)
+                    | Value::Float(_) => Ok(v),
+                    _ => Err(PyTypeError::new_err(format!(
+                        "statistic of pending record {id} is not a scalar"
+                    ))),
+                }
+            };
+            fills.push(Fill {
+                id,
+                stats: [stat(&max)?, stat(&min)?, stat(&mean)?, stat(&norm)?],
+            });
+        }
+        self.inner()?.fill(fills).map_err(os_err)
+    }
+
+    /// Number of placeholder records still waiting for their statistics.
+    fn pending_count(&mut self) -> PyResult<usize> {
+        Ok(self.inner()?.state().pending_len())
+    }
+
+    /// Copies the tensor's bytes and queues a file for the writer thread: `.npy` (as `np.save`
+    /// writes it) when `path` ends in `.npy`, else `.pt`. `dtype` is a torch name
+    /// (`torch.float32`) or a numpy array's `dtype.str` (`<f4`, `|b1`; little-endian only).
     fn save_tensor(
         &self,
         path: PathBuf,
@@ -232,12 +351,15 @@ impl Session {
         shape: Vec<usize>,
     ) -> PyResult<()> {
         let dt = dumpfmt::DType::from_torch_name(dtype)
+            .or_else(|| dumpfmt::DType::from_npy_descr(dtype))
             .ok_or_else(|| PyValueError::new_err(format!("unsupported dtype {dtype}")))?;
         // SAFETY: see `borrow`.
         let bytes = unsafe { borrow(ptr, nbytes) }.to_vec();
+        let format = capture::tensors::TensorFormat::from_path(&path);
         self.tensors
             .submit(TensorJob {
                 path,
+                format,
                 dtype: dt,
                 shape,
                 bytes,
@@ -249,14 +371,23 @@ impl Session {
     /// Merges `body` into entry `name` (moved to the end of `data` with `reinsert`).
     #[pyo3(signature = (name, body, reinsert=false))]
     fn entry(&mut self, name: String, body: &Bound<'_, PyDict>, reinsert: bool) -> PyResult<()> {
-        let body = dict_to_map(body, 0)?;
-        self.inner()?
-            .record(Record::Entry {
+        let mut pending = Vec::new();
+        let body = dict_to_map(body, 0, &mut pending)?;
+        let rec = if pending.is_empty() {
+            Record::Entry {
                 name,
                 body,
                 reinsert,
-            })
-            .map_err(os_err)
+            }
+        } else {
+            Record::PendingEntry {
+                name,
+                body,
+                reinsert,
+                pending,
+            }
+        };
+        self.inner()?.record(rec).map_err(os_err)
     }
 
     fn remove(&mut self, name: String) -> PyResult<()> {
@@ -375,12 +506,20 @@ fn torch_order_mean_norm(
     }))
 }
 
-/// Rebuilds the JSON files below `dir` from journals; returns (rank dir, entries, ignored bytes).
+/// Rebuilds the JSON files below `dir` from journals; returns (rank dir, entries, ignored
+/// bytes, tensor records whose device statistics never arrived).
 #[pyfunction]
-fn recover(dir: PathBuf) -> PyResult<Vec<(String, usize, u64)>> {
+fn recover(dir: PathBuf) -> PyResult<Vec<(String, usize, u64, usize)>> {
     let r = capture::recover(&dir).map_err(os_err)?;
     Ok(r.into_iter()
-        .map(|x| (x.dir.display().to_string(), x.entries, x.ignored_tail))
+        .map(|x| {
+            (
+                x.dir.display().to_string(),
+                x.entries,
+                x.ignored_tail,
+                x.unfilled,
+            )
+        })
         .collect())
 }
 

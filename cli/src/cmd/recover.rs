@@ -18,8 +18,16 @@ pub fn run(args: Args) -> CmdResult {
         } else {
             String::new()
         };
+        let unfilled = if r.unfilled > 0 {
+            format!(
+                ", {} tensor records without statistics (killed before their device readback)",
+                r.unfilled
+            )
+        } else {
+            String::new()
+        };
         println!(
-            "{}: {} entries from {} journal records{torn}",
+            "{}: {} entries from {} journal records{torn}{unfilled}",
             r.dir.display(),
             r.entries,
             r.records

@@ -84,4 +84,6 @@ def module_dump_end():
     dbg = PrecisionDebugger._get()
     dbg.recorder.module_enabled = False
     if dbg.recorder.session is not None:
+        # Pending device statistics first, so this intermediate dump.json has them.
+        dbg.recorder.flush_device_stats()
         dbg.recorder.session.write_json()
