@@ -31,12 +31,27 @@ FIXTURES = os.path.join(SHARED, "fixtures", "msprobe-26.2.0-cpu")
 REL_TOL = 2e-6
 
 
-def _config(task="statistics", level="L1", summary_mode="statistics", step=None):
-    sec = {"scope": [], "list": [], "data_mode": ["all"], "summary_mode": summary_mode}
+def _config(task="statistics", level="L1", summary_mode="statistics", step=None, scope=None,
+            names=None, async_dump=False, data_mode=None):
+    sec = {"scope": scope or [], "list": names or [], "data_mode": data_mode or ["all"],
+           "summary_mode": summary_mode}
     if task == "statistics":
         sec["tensor_list"] = []
     return {"task": task, "dump_path": "./dump", "level": level, "rank": [],
-            "step": step or [], "async_dump": False, "extra_info": True, task: sec}
+            "step": step or [], "async_dump": async_dump, "extra_info": True, task: sec}
+
+
+# A Cell range: opens inside blocks.0 (so Block.0 ends in range with its output only) and
+# closes at blocks.1's qkv (whose input is kept, its output not).
+SCOPE_CELLS = ["Cell.blocks.0.attn.Attention.forward.0", "Cell.blocks.1.attn.qkv.Dense.forward.0"]
+# An API range over two steps (it reopens in step 1; the end API keeps its input only).
+SCOPE_APIS = ["Functional.split.0.forward", "Functional.softmax.1.forward"]
+# A Cell name in `list` (mix keeps everything inside that Cell, forward and backward).
+LIST_MIX = ["Cell.head.norm", "Functional.split"]
+# A range that closes in the backward pass: opens at the head's forward, stays open through the
+# loss and the backward of the head and of blocks.1 (Cell backward pre-hooks and hooks).
+SCOPE_BACKWARD = ["Cell.head.MLP.forward.0", "Cell.blocks.1.Block.backward.0"]
+SCOPE_L0 = ["Cell.blocks.0.ln2.LayerNorm.forward.0", "Cell.head.fc1.Dense.forward.0"]
 
 
 # name -> (tool, config, steps, extra args)
@@ -49,10 +64,29 @@ RUNS = {
     "np_L0": ("numprobe", _config(level="L0"), 1, []),
     "np_md5": ("numprobe", _config(summary_mode="md5"), 1, []),
     "np_tensor": ("numprobe", _config(task="tensor", summary_mode="md5"), 1, []),
+    "ms_tensor": ("msprobe", _config(task="tensor", summary_mode="md5"), 1, []),
     "np_model": ("numprobe", _config(), 2, ["--model-api"]),
     "np_kill": ("numprobe", _config(), 1, ["--kill-after", "40"]),
     "np_dtypes": ("numprobe", _config(summary_mode="md5"), None, []),
     "ms_dtypes": ("msprobe", _config(summary_mode="md5"), None, []),
+    "np_scope_mix": ("numprobe", _config(level="mix", scope=SCOPE_CELLS), 1, []),
+    "ms_scope_mix": ("msprobe", _config(level="mix", scope=SCOPE_CELLS), 1, []),
+    "np_scope_bw": ("numprobe", _config(level="mix", scope=SCOPE_BACKWARD), 1, []),
+    "ms_scope_bw": ("msprobe", _config(level="mix", scope=SCOPE_BACKWARD), 1, []),
+    "np_scope_L1": ("numprobe", _config(scope=SCOPE_APIS), 2, []),
+    "ms_scope_L1": ("msprobe", _config(scope=SCOPE_APIS), 2, []),
+    "np_list_mix": ("numprobe", _config(level="mix", names=LIST_MIX), 1, []),
+    "ms_list_mix": ("msprobe", _config(level="mix", names=LIST_MIX), 1, []),
+    "np_scope_L0": ("numprobe", _config(level="L0", scope=SCOPE_L0), 1, []),
+    "ms_scope_L0": ("msprobe", _config(level="L0", scope=SCOPE_L0), 1, []),
+    "np_bw_xor": ("numprobe", _config(level="mix", summary_mode="xor", data_mode=["backward"]), 1, []),
+    "ms_bw_xor": ("msprobe", _config(level="mix", summary_mode="xor", data_mode=["backward"]), 1, []),
+    "np_fwd_in_mix": ("numprobe", _config(level="mix", data_mode=["forward", "input"]), 1, []),
+    "ms_fwd_in_mix": ("msprobe", _config(level="mix", data_mode=["forward", "input"]), 1, []),
+    "np_struct": ("numprobe", _config(task="structure", level="mix"), 1, []),
+    "ms_struct": ("msprobe", _config(task="structure", level="mix"), 1, []),
+    # async_dump changes nothing in numprobe (files are always written in the background).
+    "np_async": ("numprobe", _config(task="tensor", names=["Functional"], async_dump=True), 1, []),
 }
 
 
@@ -267,7 +301,7 @@ def test_md5_matches_msprobe(runs):
     assert list(rec)[-1] == "md5" and len(rec["md5"]) == 8
 
 
-def test_tensor_mode_files(runs):
+def test_tensor_mode_files(runs, tmp_path):
     (ours,), (theirs,) = _rank_dirs(_ok(runs, "np_tensor")), _rank_dirs(_ok(runs, "ms_L1"))[:1]
     dump = _load(ours)
     assert dump["task"] == "tensor"
@@ -282,6 +316,9 @@ def test_tensor_mode_files(runs):
                 arr = np.load(os.path.join(ours, "dump_tensor_data", x["data_name"]),
                               allow_pickle=False)
                 assert list(arr.shape) == x["shape"]
+                # Written by the Rust writer thread: the bytes np.save writes for the array.
+                with open(os.path.join(ours, "dump_tensor_data", x["data_name"]), "rb") as f:
+                    assert f.read() == _np_save_bytes(arr, str(tmp_path / "ref.npy"))
                 if arr.size and arr.dtype == np.float32 and arr.ndim:
                     assert float(arr.max()) == x["Max"] and float(arr.min()) == x["Min"]
                 # summary_mode md5: CRC-32 of the saved values (what msprobe hashes).
@@ -298,6 +335,14 @@ def test_tensor_mode_files(runs):
     for name, body in dump["data"].items():
         walk(body)
     assert n_files == len(os.listdir(os.path.join(ours, "dump_tensor_data"))) > 200
+    # The same files as msprobe's, byte for byte.
+    (peer,) = _rank_dirs(_ok(runs, "ms_tensor"))
+    files = sorted(os.listdir(os.path.join(ours, "dump_tensor_data")))
+    assert files == sorted(os.listdir(os.path.join(peer, "dump_tensor_data")))
+    for f in files:
+        with open(os.path.join(ours, "dump_tensor_data", f), "rb") as a, \
+                open(os.path.join(peer, "dump_tensor_data", f), "rb") as b:
+            assert a.read() == b.read(), f
     rec = dump["data"]["Functional.split.0.forward"]["output"][2]
     assert rec["data_name"] == "Functional.split.0.forward.output.2.npy"
     grad = dump["data"]["Functional.split.0.backward"]["input"][0]
@@ -378,3 +423,189 @@ def test_msprobe_compare_runs_on_numprobe_dump(runs, tmp_path):
     result_col = next(k for k in rows[0] if k.strip().lower() == "result")
     bad = [r for r in rows if r[result_col] not in ("pass", "")]
     assert not bad, bad[:3]
+
+
+def _stack_names(rank_dir):
+    return sorted(n for grp in _load(rank_dir, "stack.json").values() for n in grp[0])
+
+
+def _assert_scope_run(runs, np_name, ms_name, check_order):
+    ours, theirs = _rank_dirs(_ok(runs, np_name)), _rank_dirs(_ok(runs, ms_name))
+    assert len(ours) == len(theirs) >= 1
+    for o, t in zip(ours, theirs):
+        _assert_same_dump(o, t, check_order=check_order)
+        assert _stack_names(o) == _stack_names(t)
+        # construct.json is written before the filter applies: the whole model either way.
+        assert _load(o, "construct.json") == _load(t, "construct.json")
+    return [_load(o)["data"] for o in ours]
+
+
+def test_scope_over_cells_mix_matches_msprobe(runs):
+    (data,) = _assert_scope_run(runs, "np_scope_mix", "ms_scope_mix", check_order=False)
+    full = _load(_rank_dirs(_ok(runs, "np_mix"))[0])["data"]
+    assert 0 < len(data) < len(full) / 2
+    assert "Primitive.layer_norm.LayerNorm.0.forward" not in data  # before the range
+    assert "Cell.ln_f.LayerNorm.forward.0" not in data  # after the range
+    # A Cell that began in the range and ended after it: its input only.
+    assert list(data["Cell.blocks.1.Block.forward.0"]) == ["input_args", "input_kwargs"]
+    start = data["Cell.blocks.0.attn.Attention.forward.0"]
+    assert "input_args" in start and "output" in start
+    # A Cell that began before the range and ended in it: its output only.
+    assert "input_args" not in data["Cell.blocks.0.Block.forward.0"]
+    assert "output" in data["Cell.blocks.0.Block.forward.0"]
+    # The closing Cell: its input only (the range closes before its output is checked).
+    assert list(data["Cell.blocks.1.attn.qkv.Dense.forward.0"]) == ["input_args", "input_kwargs"]
+
+
+def test_scope_closing_in_backward_matches_msprobe(runs):
+    (data,) = _assert_scope_run(runs, "np_scope_bw", "ms_scope_bw", check_order=False)
+    for name in ("Cell.head.MLP.forward.0", "Functional.cross_entropy.0.backward",
+                 "Cell.head.fc2.Dense.backward.0", "Cell.head.fc2.Dense.parameters_grad.0",
+                 "Cell.blocks.1.Block.backward.0"):
+        assert name in data, name
+    assert "Cell.blocks.0.Block.backward.0" not in data
+
+
+def test_scope_over_apis_L1_matches_msprobe(runs):
+    datas = _assert_scope_run(runs, "np_scope_L1", "ms_scope_L1", check_order=True)
+    assert len(datas) == 2
+    for data in datas:
+        names = list(data)
+        assert names[0] == "Functional.split.0.forward" and names[-1] == "Functional.softmax.1.forward"
+        assert "output" not in data["Functional.softmax.1.forward"]
+        assert not any(n.endswith(".backward") for n in names)
+        assert any(n.startswith("Primitive.") for n in names)
+
+
+def test_list_with_a_cell_mix_matches_msprobe(runs):
+    (data,) = _assert_scope_run(runs, "np_list_mix", "ms_list_mix", check_order=False)
+    # Everything inside Cell.head.norm, forward and backward, plus names containing a string.
+    for name in ("Primitive.layer_norm.LayerNorm.5.forward", "Cell.head.norm.LayerNorm.forward.0",
+                 "Cell.head.norm.LayerNorm.backward.0", "Functional.split.1.forward",
+                 "Cell.head.norm.LayerNorm.parameters_grad.0"):
+        assert name in data, name
+    assert "Primitive.layer_norm.LayerNorm.4.forward" not in data
+
+
+def test_scope_over_cells_L0_matches_msprobe(runs):
+    (data,) = _assert_scope_run(runs, "np_scope_L0", "ms_scope_L0", check_order=True)
+    assert "Cell.blocks.0.ln1.LayerNorm.forward.0" not in data
+    assert list(data["Cell.head.fc1.Dense.forward.0"]) == ["input_args", "input_kwargs"]
+
+
+def test_async_dump_changes_nothing(runs):
+    (ours,), (full,) = _rank_dirs(_ok(runs, "np_async")), _rank_dirs(_ok(runs, "np_tensor"))
+    data, data_full = _load(ours)["data"], _load(full)["data"]
+    assert list(data) == [n for n in data_full if "Functional" in n] and data
+    files = sorted(os.listdir(os.path.join(ours, "dump_tensor_data")))
+    assert files and all(f.startswith("Functional.") and f.endswith(".npy") for f in files)
+    for f in files:
+        a = open(os.path.join(ours, "dump_tensor_data", f), "rb").read()
+        b = open(os.path.join(full, "dump_tensor_data", f), "rb").read()
+        assert a == b, f
+    _validate(ours)
+
+
+def test_async_dump_option_is_accepted_silently(tmp_path):
+    import warnings
+
+    from numprobe.config import ConfigError, DumpConfig
+    from numprobe.mindspore.recorder import Recorder
+
+    cfg = DumpConfig(_config(async_dump=True) | {"dump_path": str(tmp_path)})
+    assert cfg.async_dump is True
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        rec = Recorder(cfg)
+    rec.close()
+    with pytest.raises(ConfigError):
+        DumpConfig(_config(async_dump="yes"))
+
+
+def test_bad_scope_is_refused():
+    from numprobe.config import ConfigError, DumpConfig
+    from numprobe.mindspore.recorder import Recorder
+
+    for level, scope in (("L1", ["Cell.a.Dense.forward.0", "Cell.b.Dense.forward.0"]),
+                         ("L0", ["Functional.relu.0.forward", "Functional.relu.1.forward"]),
+                         ("L1", ["Functional.relu.0.forward"]),
+                         ("mix", ["relu", "Functional.relu.1.forward"])):
+        with pytest.raises(ConfigError):
+            Recorder(DumpConfig(_config(level=level, scope=scope)))
+
+
+def _np_save_bytes(arr, path):
+    np.save(path, arr)
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def test_npy_files_written_by_rust_equal_np_save(tmp_path):
+    """`Session.save_tensor` with a `.npy` path: the bytes `np.save` writes for the same array,
+    for every dtype a MindSpore tensor hands over (bfloat16 as its float32 copy)."""
+    import mindspore as ms
+
+    from numprobe import _native
+
+    rng = np.random.default_rng(3)
+    base = rng.standard_normal((3, 4)).astype(np.float32) * 50
+    bf16 = ms.Tensor(base, ms.bfloat16).astype(ms.float32).asnumpy()
+    arrays = [bf16, base, base.astype(np.float16), base.astype(np.float64), base > 0]
+    arrays += [base.astype(t) for t in (np.int8, np.uint8, np.int16, np.int32, np.int64)]
+    arrays += [base.astype(np.uint16), base[:2].astype(np.complex64),
+               np.array(2.5, np.float32), np.array(True), np.array(-7, np.int64),
+               np.zeros((0,), np.float32), np.zeros((2, 0, 3), np.int32),
+               np.arange(123_457, dtype=np.float32), ms.Tensor(base).asnumpy()]
+    s = _native.Session(str(tmp_path / "rank"), "tensor", "L1", "mindspore",
+                        str(tmp_path / "t"), True, "statistics")
+    os.makedirs(tmp_path / "t")
+    for i, arr in enumerate(arrays):
+        s.save_tensor(str(tmp_path / "t" / f"{i}.npy"), arr.ctypes.data, arr.nbytes,
+                      arr.dtype.str, list(arr.shape))
+    s.close()
+    for i, arr in enumerate(arrays):
+        ours = (tmp_path / "t" / f"{i}.npy").read_bytes()
+        assert ours == _np_save_bytes(arr, str(tmp_path / f"ref{i}.npy")), (arr.dtype, arr.shape)
+    with pytest.raises(ValueError):
+        arr = base.astype(">f4")
+        s2 = _native.Session(str(tmp_path / "rank2"), "tensor", "L1", "mindspore", None, True,
+                             "statistics")
+        s2.save_tensor(str(tmp_path / "x.npy"), arr.ctypes.data, arr.nbytes, arr.dtype.str, [3, 4])
+
+
+def test_structure_task_matches_msprobe(runs):
+    """task structure: dump.json without data, but construct.json and the call stacks."""
+    (ours,), (theirs,) = _rank_dirs(_ok(runs, "np_struct")), _rank_dirs(_ok(runs, "ms_struct"))
+    assert _load(ours) == dict(_load(theirs), dump_data_dir=_load(ours)["dump_data_dir"])
+    assert _load(ours)["data"] == {}
+    assert _load(ours, "construct.json") == _load(theirs, "construct.json")
+    names = _stack_names(ours)
+    assert names == _stack_names(theirs) and len(names) > 100
+    _validate(ours)
+
+
+def test_backward_only_xor_mix_matches_msprobe(runs):
+    """data_mode backward: msprobe still writes the call stack of every forward it collects;
+    summary_mode xor: msprobe 26.2 has no MindSpore XOR checksum, so records hold "md5": null."""
+    (ours,), (theirs,) = _rank_dirs(_ok(runs, "np_bw_xor")), _rank_dirs(_ok(runs, "ms_bw_xor"))
+    _assert_same_dump(ours, theirs, check_order=False)
+    data = _load(ours)["data"]
+    assert data and all(".backward." in n or n.endswith(".backward") or ".parameters_grad." in n
+                        for n in data)
+    rec = data["Functional.cross_entropy.0.backward"]["input"][0]
+    assert list(rec) == ["type", "dtype", "shape", "md5"] and rec["md5"] is None
+    names = _stack_names(ours)
+    assert names == _stack_names(theirs) and "Functional.cross_entropy.0.forward" in names
+    # (numprobe validate rejects stack names without a dump.json entry, msprobe's own dump too.)
+
+
+def test_forward_input_only_mix_matches_msprobe(runs):
+    """data_mode [forward, input]: Cells keep their inputs only (no "parameters" key) and stay
+    where their input was recorded, as msprobe's do."""
+    (ours,), (theirs,) = _rank_dirs(_ok(runs, "np_fwd_in_mix")), _rank_dirs(_ok(runs, "ms_fwd_in_mix"))
+    _assert_same_dump(ours, theirs, check_order=True)
+    data = _load(ours)["data"]
+    assert list(data["Cell.embed.Dense.forward.0"]) == ["input_args", "input_kwargs"]
+    assert list(data).index("Cell.embed.Dense.forward.0") < list(data).index(
+        "Primitive.matmul.MatMul.0.forward")
+    _validate(ours)

@@ -1,23 +1,69 @@
-//! Tensor files (`.pt`) written on a background thread so the training step does not wait
-//! for the disk.
+//! Tensor files (`.pt`, or `.npy` for MindSpore) written on a background thread so the training
+//! step does not wait for the disk.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::mpsc::{self, Receiver, Sender};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
 use dumpfmt::DType;
+use dumpfmt::tensor::TensorRef;
 
 use crate::error::{Error, Result};
+
+/// The file format of a tensor file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TensorFormat {
+    /// `torch.save` zip archive (msprobe's PyTorch dumps).
+    Pt,
+    /// `np.save` file, byte-identical to what numpy 1.x writes (msprobe's MindSpore dumps).
+    Npy,
+}
+
+impl TensorFormat {
+    /// `.npy` for a path ending in `.npy`, else `.pt`.
+    pub fn from_path(path: &Path) -> TensorFormat {
+        match path.extension() {
+            Some(ext) if ext == "npy" => TensorFormat::Npy,
+            _ => TensorFormat::Pt,
+        }
+    }
+}
 
 /// One file to write.
 pub struct TensorJob {
     pub path: PathBuf,
+    pub format: TensorFormat,
     pub dtype: DType,
     pub shape: Vec<usize>,
     /// A copy of the contiguous bytes (the tensor may change after the call returns).
     pub bytes: Vec<u8>,
+    /// The storage location `.pt` files record (`cpu`); unused for `.npy`.
     pub location: String,
+}
+
+impl TensorJob {
+    /// Writes the file now, on the calling thread.
+    pub fn write(&self) -> Result<()> {
+        match self.format {
+            TensorFormat::Pt => {
+                dumpfmt::pt::write(
+                    &self.path,
+                    self.dtype,
+                    &self.shape,
+                    &self.bytes,
+                    &self.location,
+                )?;
+            }
+            TensorFormat::Npy => {
+                dumpfmt::npy::write(
+                    &self.path,
+                    TensorRef::new(self.dtype, &self.shape, &self.bytes),
+                )?;
+            }
+        }
+        Ok(())
+    }
 }
 
 /// A writer thread fed through a channel; errors are kept and reported by [`finish`].
@@ -44,13 +90,8 @@ impl TensorWriter {
             .name("numprobe-tensor-writer".into())
             .spawn(move || {
                 for job in rx {
-                    if let Err(e) = dumpfmt::pt::write(
-                        &job.path,
-                        job.dtype,
-                        &job.shape,
-                        &job.bytes,
-                        &job.location,
-                    ) && let Ok(mut v) = errs.lock()
+                    if let Err(e) = job.write()
+                        && let Ok(mut v) = errs.lock()
                     {
                         v.push(e.to_string());
                     }
@@ -73,8 +114,7 @@ impl TensorWriter {
                 .send(job)
                 .map_err(|_| Error::Tensor("tensor writer thread has stopped".into()));
         }
-        dumpfmt::pt::write(&job.path, job.dtype, &job.shape, &job.bytes, &job.location)?;
-        Ok(())
+        job.write()
     }
 
     /// Waits for every queued file; returns the first write error, if any.
@@ -98,5 +138,167 @@ impl TensorWriter {
 impl Drop for TensorWriter {
     fn drop(&mut self) {
         let _ = self.finish();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::process::Command;
+
+    fn python() -> PathBuf {
+        std::env::var_os("NUMPROBE_PYTHON")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| PathBuf::from("/var/cache/numprobe/venv/bin/python"))
+    }
+
+    /// Deterministic bytes that are valid elements of `dtype` (bool only 0/1).
+    fn sample_bytes(dtype: DType, numel: usize) -> Vec<u8> {
+        let n = numel * dtype.size();
+        (0..n)
+            .map(|i| match dtype {
+                DType::Bool => (i % 3 == 0) as u8,
+                _ => (i as u32).wrapping_mul(2_654_435_761).rotate_right(13) as u8,
+            })
+            .collect()
+    }
+
+    // (dtype, shape): every dtype MindSpore's `asnumpy()` hands over (bfloat16 as itself too, to
+    // check the float32 conversion), 0-d, empty and long-first-axis arrays.
+    fn cases() -> Vec<(DType, Vec<usize>)> {
+        let mut v = Vec::new();
+        for dt in [
+            DType::Bool,
+            DType::I8,
+            DType::U8,
+            DType::I16,
+            DType::I32,
+            DType::I64,
+            DType::U16,
+            DType::U32,
+            DType::U64,
+            DType::F16,
+            DType::F32,
+            DType::F64,
+            DType::C64,
+            DType::BF16,
+        ] {
+            v.push((dt, vec![2, 3]));
+            v.push((dt, vec![]));
+            v.push((dt, vec![0]));
+        }
+        v.push((DType::F32, vec![3, 0, 2]));
+        v.push((DType::F32, vec![123_457]));
+        v.push((
+            DType::I64,
+            vec![1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 2],
+        ));
+        v.push((DType::F16, vec![5, 7, 11]));
+        v
+    }
+
+    #[test]
+    fn npy_files_match_np_save_byte_for_byte() {
+        let tmp = tempfile::tempdir().unwrap();
+        let ours = tmp.path().join("ours");
+        let raw = tmp.path().join("raw");
+        std::fs::create_dir_all(&ours).unwrap();
+        std::fs::create_dir_all(&raw).unwrap();
+        let mut manifest = String::new();
+        let mut writer = TensorWriter::new();
+        for (i, (dt, shape)) in cases().into_iter().enumerate() {
+            let bytes = sample_bytes(dt, shape.iter().product());
+            std::fs::write(raw.join(format!("{i}.bin")), &bytes).unwrap();
+            let path = ours.join(format!("{i}.npy"));
+            assert_eq!(TensorFormat::from_path(&path), TensorFormat::Npy);
+            writer
+                .submit(TensorJob {
+                    path,
+                    format: TensorFormat::Npy,
+                    dtype: dt,
+                    shape: shape.clone(),
+                    bytes,
+                    location: "cpu".into(),
+                })
+                .unwrap();
+            let dims: Vec<String> = shape.iter().map(|d| d.to_string()).collect();
+            manifest.push_str(&format!("{i} {} {}\n", dt.npy_descr(), dims.join(",")));
+        }
+        writer.finish().unwrap();
+        std::fs::write(tmp.path().join("manifest.txt"), manifest).unwrap();
+
+        // numpy writes the reference files from the same raw bytes (bfloat16 widened to float32
+        // as MindSpore's float32 copy would be).
+        let script = r#"
+import sys, os, numpy as np
+root = sys.argv[1]
+os.makedirs(os.path.join(root, "np"))
+for line in open(os.path.join(root, "manifest.txt")):
+    i, descr, dims = (line.rstrip("\n").split(" ") + [""])[:3]
+    shape = tuple(int(d) for d in dims.split(",") if d)
+    raw = open(os.path.join(root, "raw", i + ".bin"), "rb").read()
+    if descr == "<V2":
+        a = (np.frombuffer(raw, "<u2").astype("<u4") << 16).view("<f4")
+    else:
+        a = np.frombuffer(raw, descr)
+    np.save(os.path.join(root, "np", i + ".npy"), a.reshape(shape))
+"#;
+        let py = python();
+        let out = Command::new(&py)
+            .arg("-c")
+            .arg(script)
+            .arg(tmp.path())
+            .output()
+            .unwrap_or_else(|e| panic!("cannot run {}: {e}", py.display()));
+        assert!(
+            out.status.success(),
+            "numpy reference failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        for (i, (dt, shape)) in cases().into_iter().enumerate() {
+            let a = std::fs::read(ours.join(format!("{i}.npy"))).unwrap();
+            let b = std::fs::read(tmp.path().join("np").join(format!("{i}.npy"))).unwrap();
+            assert!(a == b, "{dt:?} {shape:?}: differs from np.save");
+        }
+    }
+
+    #[test]
+    fn pt_jobs_still_write_torch_zip_files() {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("t.pt");
+        assert_eq!(TensorFormat::from_path(&path), TensorFormat::Pt);
+        let job = TensorJob {
+            path: path.clone(),
+            format: TensorFormat::Pt,
+            dtype: DType::F32,
+            shape: vec![2],
+            bytes: 1.5f32
+                .to_le_bytes()
+                .into_iter()
+                .chain(2.5f32.to_le_bytes())
+                .collect(),
+            location: "cpu".into(),
+        };
+        job.write().unwrap();
+        let bytes = std::fs::read(&path).unwrap();
+        assert_eq!(&bytes[..2], b"PK");
+    }
+
+    #[test]
+    fn bad_byte_count_is_reported_by_finish() {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut writer = TensorWriter::new();
+        writer
+            .submit(TensorJob {
+                path: tmp.path().join("bad.npy"),
+                format: TensorFormat::Npy,
+                dtype: DType::F32,
+                shape: vec![3],
+                bytes: vec![0; 5],
+                location: "cpu".into(),
+            })
+            .unwrap();
+        let err = writer.finish().unwrap_err().to_string();
+        assert!(err.contains("bad.npy"), "{err}");
     }
 }

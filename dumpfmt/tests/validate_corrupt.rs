@@ -224,3 +224,44 @@ fn not_a_dump() {
         Err(dumpfmt::Error::Layout { .. })
     ));
 }
+
+/// A `data_mode` without forward: dump.json has no forward entry while stack.json still lists
+/// the forward calls (msprobe writes them so). That is a warning, not a problem.
+#[test]
+fn forward_stacks_without_forward_entries_only_warn() {
+    let (tmp, rank) = copy_rank();
+    let path = rank.join("dump.json");
+    let mut v = json::parse_file(&path).unwrap();
+    let data = v
+        .as_object_mut()
+        .unwrap()
+        .get_mut("data")
+        .unwrap()
+        .as_object_mut()
+        .unwrap();
+    let forward: Vec<String> = data
+        .keys()
+        .map(|k| k.to_string())
+        .filter(|k| k.contains(".forward"))
+        .collect();
+    assert!(!forward.is_empty());
+    for k in &forward {
+        data.remove(k.as_str());
+    }
+    json::write_file(&path, &v).unwrap();
+    // Their tensor files go too, so only the stack names remain to be judged.
+    for e in std::fs::read_dir(rank.join("dump_tensor_data")).unwrap() {
+        let e = e.unwrap();
+        if e.file_name().to_string_lossy().contains(".forward.") {
+            std::fs::remove_file(e.path()).unwrap();
+        }
+    }
+    let r = validate(tmp.path()).unwrap();
+    assert!(r.problems.is_empty(), "{r}");
+    assert!(
+        r.warnings
+            .iter()
+            .any(|w| w.message.contains("is not an entry of dump.json")),
+        "{r}"
+    );
+}

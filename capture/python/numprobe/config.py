@@ -40,7 +40,12 @@ class DumpConfig:
         self.step = step if step is not None else _list(raw, "step", "config")
         if not isinstance(self.step, list):
             raise ConfigError("step must be a list")
-        self.async_dump = bool(raw.get("async_dump", False))
+        # msprobe's asynchronous dump. numprobe always computes statistics in its Rust core
+        # and writes tensor files on a background thread, so the option is accepted (and kept
+        # for callers) but changes nothing else.
+        self.async_dump = raw.get("async_dump", False)
+        if not isinstance(self.async_dump, bool):
+            raise ConfigError("async_dump must be a boolean")
         self.extra_info = raw.get("extra_info", True)
         if not isinstance(self.extra_info, bool):
             raise ConfigError("extra_info must be a boolean")

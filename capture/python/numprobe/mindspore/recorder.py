@@ -23,7 +23,6 @@ import os
 import sys
 import threading
 import types
-import warnings
 from collections import OrderedDict, defaultdict
 
 import numpy as np
@@ -39,6 +38,7 @@ except ImportError:  # pragma: no cover - older MindSpore
     _MsNumber = ()
 
 from .. import _native
+from .._scope import DumpScope
 from . import _api_lists
 
 _PKG_DIR = os.path.dirname(os.path.abspath(__file__))
@@ -210,10 +210,9 @@ class Recorder:
         self.tensor_dir = None
         self.running = False
         self.models_hooked = set()
+        # Built once, like msprobe's: an open range stays open into the next step.
+        self.scope = DumpScope.build(cfg.scope, cfg.list, cfg.level)
         self._reset_counters()
-        if cfg.scope:
-            warnings.warn("numprobe.mindspore does not apply 'scope' yet: every entry is recorded",
-                          stacklevel=3)
         atexit.register(self.close)
 
     # -- step and session ------------------------------------------------------------------
@@ -225,6 +224,7 @@ class Recorder:
         self.grad_calls = {}
         self.keep = []  # hook dictionaries (CellBackwardHook holds them weakly)
         self.cell_stack = []  # forward and backward cells now running, innermost last
+        self.cells_with_backward = set()  # Cells whose backward entry got data this step
 
     def _step_selected(self):
         return not self.steps or self.step_no in self.steps
@@ -296,27 +296,63 @@ class Recorder:
                 self.session = None
 
     # -- filters ---------------------------------------------------------------------------
+    def _collect(self, name):
+        """msprobe's scope/list filter at one collect point (the scope is stateful: call this
+        exactly where msprobe checks, whatever `data_mode` and `task` say)."""
+        return self.scope is None or self.scope.check(name)
+
     def _want(self, name):
-        if self.session is None or self.cfg.task == "structure":
+        if self.session is None:
             return False
-        if self.cfg.list and not any(s in name for s in self.cfg.list):
-            return False
-        return True
+        keep = self._collect(name)
+        return keep and self.cfg.task != "structure"
+
+    def _want_output(self, name, input_recorded):
+        """Whether a forward output is recorded (its own collect point under a scope)."""
+        if self.scope is None:
+            return input_recorded
+        return self._want(name) and "forward" in self.cfg.modes
+
+    def _begin_cell(self, name):
+        if self.scope is not None:
+            self.scope.begin_cell(name)
+
+    def _end_cell(self, name):
+        if self.scope is not None:
+            self.scope.end_cell(name)
 
     # -- records ---------------------------------------------------------------------------
-    def _tensor(self, t, file_base):
-        dtype_name = str(t.dtype)
+    @staticmethod
+    def _host_array(t, dtype_name):
+        """The C-contiguous `asnumpy()` buffer msprobe reads (bf16/float8 as a float32 copy)."""
         if dtype_name == "BFloat16" or dtype_name.startswith("Float8"):
             t = t.astype(ms.float32)  # msprobe's statistics, checksum and file use this copy
         arr = t.asnumpy()
         if not arr.flags.c_contiguous:  # (np.ascontiguousarray would turn 0-dim into 1-dim)
             arr = np.ascontiguousarray(arr).reshape(arr.shape)
-        fname = None
-        if file_base is not None:
-            fname = f"{file_base}.npy"
-            np.save(os.path.join(self.tensor_dir, fname), arr)
+        return arr
+
+    def _save(self, arr, fname):
+        # The Rust writer thread writes what np.save would; the call copies the bytes.
+        self.session.save_tensor(os.path.join(self.tensor_dir, fname), arr.ctypes.data,
+                                 arr.nbytes, arr.dtype.str, list(arr.shape))
+
+    def _tensor(self, t, file_base):
+        dtype_name = str(t.dtype)
+        fname = None if file_base is None else f"{file_base}.npy"
+        if self.cfg.summary_mode == "xor":
+            # msprobe 26.2 has no XOR checksum for MindSpore: its records hold "md5": null.
+            rec = {"type": "mindspore.Tensor", "dtype": dtype_name, "shape": list(t.shape),
+                   "md5": None}
+            if fname is not None:
+                self._save(self._host_array(t, dtype_name), fname)
+                rec["data_name"] = fname
+            return rec
+        arr = self._host_array(t, dtype_name)
+        if fname is not None:
+            self._save(arr, fname)
         # Statistics and CRC-32 with MindSpore's rules, read in place by the Rust core (the
-        # session's framework is "mindspore"); `arr` stays alive for the call.
+        # session's framework is "mindspore"); `arr` stays alive for both calls.
         return self.session.tensor(arr.ctypes.data, arr.nbytes, dtype_name, list(arr.shape),
                                    None, fname)
 
@@ -368,7 +404,13 @@ class Recorder:
 
     def _forward_input(self, name, args, kwargs):
         modes = self.cfg.modes
-        if "forward" not in modes or not self._want(name):
+        if self.session is None or not self._collect(name):
+            return False
+        if self.cfg.task == "structure" or "forward" not in modes:
+            # msprobe writes the call stack of every forward it collects, even when task
+            # structure or data_mode leaves no data for it.
+            if self.cfg.extra_info:
+                self.session.stack(name, _stack_frames())
             return False
         body = {}
         if "input" in modes:
@@ -384,24 +426,23 @@ class Recorder:
         return False
 
     def _forward_output(self, name, output, params=None, reinsert=False):
-        body = {}
-        if "output" in self.cfg.modes:
-            outs = list(output) if isinstance(output, (tuple, list)) else [output]
-            fb = self._file_base(name, "output")
-            body["output"] = [self._value(o, [i], fb) for i, o in enumerate(outs)]
-            if params is not None:
-                pb = self._file_base(name, "parameters")
-                body["parameters"] = {k: self._value(v, [k], pb) for k, v in params.items()}
-        elif params is not None:
-            body["parameters"] = {}
+        if "output" not in self.cfg.modes:
+            # msprobe then adds nothing: no "parameters" key, and a Cell is not moved.
+            return
+        outs = list(output) if isinstance(output, (tuple, list)) else [output]
+        fb = self._file_base(name, "output")
+        body = {"output": [self._value(o, [i], fb) for i, o in enumerate(outs)]}
+        if params is not None:
+            pb = self._file_base(name, "parameters")
+            body["parameters"] = {k: self._value(v, [k], pb) for k, v in params.items()}
         self.session.entry(name, body, reinsert)
 
     def _record_backward(self, name, grads_of_outputs, grads_of_inputs, parent=True):
         if parent:
             self._construct(name, self._api_parent())
         modes = self.cfg.modes
-        if "backward" not in modes or not self._want(name):
-            return
+        if not self._want(name) or "backward" not in modes:
+            return False
         with _Busy():
             body = {}
             if "input" in modes:
@@ -412,6 +453,7 @@ class Recorder:
                 body["output"] = [self._value(g, [i], fb) for i, g in enumerate(grads_of_inputs)]
             if body:
                 self.session.entry(name, body)
+        return bool(body)
 
     def _construct(self, name, parent):
         if self.session is not None and self.cfg.extra_info and self.cfg.level in ("L0", "mix"):
@@ -465,7 +507,7 @@ class Recorder:
             self._construct(fwd, self._api_parent())
             recorded = self._forward_input(fwd, args, kwargs)
             out = orig(*args, **kwargs)
-            if recorded:
+            if self._want_output(fwd, recorded):
                 self._forward_output(fwd, out)
             self.api_counts[key] += 1
             out = self._wrap_backward_out(bwd, None, out, bw)
@@ -520,6 +562,11 @@ class Recorder:
         finally:
             _tls.recording = False
         out = orig_call(prim, *args, **kwargs)
+        _tls.recording = True
+        try:
+            recorded = self._want_output(fwd, recorded)
+        finally:
+            _tls.recording = False
         if recorded:
             _tls.recording = True
             try:
@@ -535,7 +582,7 @@ class Recorder:
 
     def _record_backward_part(self, name, key, grads):
         self._construct(name, self._api_parent())
-        if "backward" not in self.cfg.modes or key not in self.cfg.modes or not self._want(name):
+        if not self._want(name) or "backward" not in self.cfg.modes or key not in self.cfg.modes:
             return
         _tls.recording = True
         try:
@@ -579,7 +626,9 @@ class Recorder:
                 bwd = f"{prefix}backward.{n}"
                 self._construct(fwd, self._api_parent())
                 self.cell_stack.append(fwd)
-                self._forward_input(fwd, args, {})
+                self._begin_cell(fwd)
+                recorded = self._forward_input(fwd, args, {})
+                cell._numprobe_in = recorded
                 new_args, bw = self._wrap_cell_backward(bwd, cell, args)
                 cell._numprobe_bw = bw
             return new_args if bw is not None else None
@@ -591,7 +640,7 @@ class Recorder:
             return args, None
 
         def on_inputs(_cell, grad_inputs, grad_outputs):
-            self._record_backward(name, grad_outputs, grad_inputs, parent=False)
+            self._record_cell_backward(name, grad_outputs, grad_inputs)
             if self.cell_stack and self.cell_stack[-1] == name:
                 self.cell_stack.pop()
 
@@ -606,12 +655,15 @@ class Recorder:
                 return None
             with _Busy():
                 self.cell_stack.pop()
+                self._end_cell(fwd)
                 bwd = f"{prefix}backward.{n}"
                 params = {k.split(".")[-1]: v for k, v in cell.parameters_dict(recurse=False).items()}
-                if self._want(fwd) and "forward" in self.cfg.modes:
+                if self.cfg.task != "structure" and "backward" in self.cfg.modes:
+                    # Registered whatever the filter says; the gradient hook decides.
+                    self._hook_param_grads(prefix[:-1], params)
+                if self._want_output(fwd, getattr(cell, "_numprobe_in", False)):
                     self._forward_output(fwd, output, params, reinsert=True)
-                    if "backward" in self.cfg.modes:
-                        self._hook_param_grads(prefix[:-1], params)
+                cell._numprobe_in = False
                 bw = getattr(cell, "_numprobe_bw", None)
                 cell._numprobe_bw = None
                 if bw is not None:
@@ -621,8 +673,9 @@ class Recorder:
                     # which name it as their construct.json parent (as msprobe does).
                     def on_outputs(_cell, grad_outputs):
                         self._construct(bwd, self._api_parent())
+                        self._begin_cell(bwd)
                         if bw is None:
-                            self._record_backward(bwd, grad_outputs, (), parent=False)
+                            self._record_cell_backward(bwd, grad_outputs, ())
                         else:
                             self.cell_stack.append(bwd)
 
@@ -630,6 +683,12 @@ class Recorder:
             return output
 
         return post
+
+    def _record_cell_backward(self, name, grads_of_outputs, grads_of_inputs):
+        if self._record_backward(name, grads_of_outputs, grads_of_inputs, parent=False):
+            # A Cell with backward data keeps its parameter gradients whatever the scope says.
+            self.cells_with_backward.add(name.rsplit(".", 2)[0])
+        self._end_cell(name)
 
     def _hook_param_grads(self, owner, params):
         # Re-registered at every forward, as msprobe does: MindSpore runs a parameter's hooks
@@ -652,7 +711,10 @@ class Recorder:
             elif state[1] == pname:
                 state[0] += 1
             name = f"{owner}.parameters_grad.{state[0]}"
-            if self._want(name):
+            # msprobe checks the Cell's name here (not the entry's), and keeps the gradients
+            # of a Cell whose backward was recorded.
+            keep = self._collect(owner) or owner in self.cells_with_backward
+            if keep and self.cfg.task != "structure":
                 with _Busy():
                     fb = f"{name}" if self.cfg.saves_tensors(name) else None
                     rec = self._value(grad, [pname], fb)
