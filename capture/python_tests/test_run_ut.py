@@ -170,6 +170,19 @@ def test_parallel_workers_write_the_same_rows(tensor_dump, tensor_run, tmp_path)
             assert fa.read() == fb.read(), a
 
 
+@pytest.mark.parametrize("overlap", ["1", "0"])
+def test_overlapped_and_inline_judge_write_the_same_bytes(tensor_dump, tensor_run, tmp_path, overlap):
+    """The CLI with the metrics thread forced on or off (by default it follows the machine's
+    idle cores) writes the very bytes of the default run."""
+    env = dict(os.environ, NUMPROBE_RUN_UT_OVERLAP=overlap)
+    r = subprocess.run([sys.executable, "-m", "numprobe.pytorch", "run_ut", "-api_info", str(tensor_dump),
+                        "-o", str(tmp_path)], capture_output=True, text=True, env=env)
+    assert r.returncode == 0, r.stderr[-3000:]
+    for a, b in zip(outputs(tmp_path), tensor_run):
+        with open(a, "rb") as fa, open(b, "rb") as fb:
+            assert fa.read() == fb.read(), a
+
+
 def test_perturbed_saved_output_is_flagged(tensor_dump, tmp_path):
     names = ["Functional.linear.2", "Functional.gelu.0", "Tensor.__add__.0"]
     dump_json = subset(tensor_dump, str(tmp_path / "dump"), names)
@@ -236,6 +249,145 @@ def test_unsupported_and_failing_apis_are_skipped(tmp_path):
     skip_rows = [r for r in details[1:] if r[21] == "SKIP"]
     assert [r[0] for r in skip_rows] == [n + ".forward.output.0" for n in rows if rows[n][0] == "SKIP"]
     assert all(cell == " " for r in skip_rows for cell in r[1:21])
+
+
+def _stat_job(tmp_path):
+    """A statistics-mode Job whose APIs cover each kind of row: judged (one output of several
+    numpy blocks, one with backward), skipped by name, failing in torch."""
+    from numprobe.pytorch.run_ut import Job
+    from numprobe.pytorch.run_ut.dump import load_api_info
+
+    def rec(shape, requires_grad=False):
+        return {"type": "torch.Tensor", "dtype": "torch.float32", "shape": shape, "Max": 1.0, "Min": -1.0,
+                "Mean": 0.0, "Norm": 1.0, "requires_grad": requires_grad}
+
+    data = {
+        "Functional.gelu.0.forward": {"input_args": [rec([4, 4])], "input_kwargs": {}, "output": [rec([4, 4])]},
+        "Distributed.all_reduce.0.forward": {"input_args": [rec([4])], "input_kwargs": {}, "output": [rec([4])]},
+        "Torch.matmul.0.forward": {"input_args": [rec([2, 3]), rec([4, 5])], "input_kwargs": {},
+                                   "output": [rec([2, 5])]},
+        "Functional.relu.0.forward": {"input_args": [rec([160, 160], True)], "input_kwargs": {},
+                                      "output": [rec([160, 160])]},
+        "Functional.relu.0.backward": {"input": [rec([160, 160])], "output": [rec([160, 160])]},
+        "Tensor.__mul__.0.forward": {"input_args": [rec([8, 8]), rec([8, 8])], "input_kwargs": {},
+                                     "output": [rec([8, 8])]},
+        "Tensor.to.0.forward": {"input_args": [rec([4]), {}], "input_kwargs": {}, "output": [rec([4])]},
+    }
+    dump_json = tmp_path / "dump.json"
+    dump_json.write_text(json.dumps({"task": "statistics", "level": "L1", "framework": "pytorch",
+                                     "dump_data_dir": None, "data": data}))
+    forward, backward, tensor_dir = load_api_info(str(dump_json))
+    return Job(forward, backward, tensor_dir, [], []), list(forward)
+
+
+def _collect(job, names, overlap):
+    from numprobe.pytorch.run_ut import run_all
+
+    got = []
+    run_all(job, names, lambda name, lines, failed, tensors: got.append((name, lines, failed)), overlap=overlap)
+    return got
+
+
+def test_overlapped_judge_keeps_rows_and_order(tmp_path, monkeypatch):
+    """The metrics on the metrics thread while the next API runs (the one-process default)
+    give the very records of the inline judge, in dump order; a judge that raises, at once or
+    when its rows are waited for, leaves its API's SKIP row, as an inline failure does."""
+    from numprobe.pytorch.run_ut import ApiResult, compare, runner
+
+    job, names = _stat_job(tmp_path)
+    inline = _collect(job, names, overlap=False)
+    assert [n for n, _, _ in inline] == names
+    result = {n: lines[0] for n, lines, _ in inline}
+    assert result["Functional.relu.0"] == "Functional.relu.0,pass,pass\r\n"
+    assert result["Distributed.all_reduce.0"].startswith("Distributed.all_reduce.0,SKIP,SKIP,API ")
+    assert "mat1 and mat2 shapes cannot be multiplied" in result["Torch.matmul.0"]
+    assert _collect(job, names, overlap=True) == inline
+
+    judge_api = runner.judge_api
+
+    def failing(r, *args, **kwargs):
+        if r.name == "Tensor.__mul__.0":
+            raise RuntimeError("judge failed")
+        return judge_api(r, *args, **kwargs)
+
+    monkeypatch.setattr(runner, "judge_api", failing)
+    skipped = ApiResult.skipped("Tensor.__mul__.0", "judge failed").lines()
+    expected = [(n, skipped, True) if n == "Tensor.__mul__.0" else (n, lines, f) for n, lines, f in inline]
+    assert _collect(job, names, overlap=False) == expected
+    assert _collect(job, names, overlap=True) == expected
+    monkeypatch.undo()
+
+    class FailingWait:
+        def done(self):
+            return True
+
+        def wait(self):
+            raise RuntimeError("metrics failed")
+
+    real = compare._native
+
+    class Native:
+        """numprobe._native whose deferred rows of relu fail when waited for."""
+
+        def __getattr__(self, name):
+            return getattr(real, name)
+
+        def check_output_async(self, api_name, *args):
+            pending = real.check_output_async(api_name, *args)
+            return FailingWait() if api_name == "relu" else pending
+
+    monkeypatch.setattr(compare, "_native", Native())
+    skipped = ApiResult.skipped("Functional.relu.0", "metrics failed").lines()
+    expected = [(n, skipped, True) if n == "Functional.relu.0" else (n, lines, f) for n, lines, f in inline]
+    assert _collect(job, names, overlap=True) == expected
+
+
+def test_overlapped_sink_error_propagates(tmp_path):
+    from numprobe.pytorch.run_ut import run_all
+
+    job, names = _stat_job(tmp_path)
+    seen = []
+
+    def sink(name, lines, failed, tensors):
+        seen.append(name)
+        if len(seen) == 2:
+            raise OSError("disk full")
+
+    with pytest.raises(OSError, match="disk full"):
+        run_all(job, names, sink, overlap=True)
+    assert seen == names[:2]
+
+
+def test_pending_row_equals_check_output():
+    """check_output_async: the same row as check_output (small and multi-block outputs),
+    argument errors raised at once, one wait per row, unread rows safe to drop."""
+    import gc
+
+    from numprobe import _native
+    from numprobe.pytorch.run_ut import compare as cmp
+
+    torch.manual_seed(0)
+    pending = []
+    for n in (100, 8192 * 5 + 17):
+        bench = torch.randn(n, dtype=torch.float64)
+        device = (bench + 1e-6 * torch.randn(n, dtype=torch.float64)).float()
+        rows = [cmp.compare_tensor("gelu", bench, device, False, "26.2", defer=flag) for flag in (False, True)]
+        assert (rows[1].status is None) == (n > cmp.DEFER_MIN_NUMEL)  # small ones run at once
+        assert rows[0].line("x") == rows[1].line("x")
+        assert rows[1].status == rows[0].status and rows[1].message == rows[0].message
+        sides = (cmp._side(bench, bench), cmp._side(device, device))
+        p = _native.check_output_async("gelu", *sides, (bench, device))
+        assert p.wait().csv_line("x") == rows[0].line("x")
+        with pytest.raises(RuntimeError):
+            p.wait()
+        pending.append(_native.check_output_async("gelu", *sides, (bench, device)))
+    del bench, device, rows, p
+    pending.clear()  # dropped unread: each waits for the metrics thread before releasing its tensors
+    gc.collect()
+    t = torch.zeros(4, dtype=torch.float32)
+    bad = (t.data_ptr(), 5, "float32", [4], "torch.float32")
+    with pytest.raises(ValueError, match="holds 4 elements, but numel is 5"):
+        _native.check_output_async("gelu", bad, bad, t)
 
 
 def test_resume_with_csv_path_appends(tensor_dump, tmp_path):

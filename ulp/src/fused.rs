@@ -969,6 +969,37 @@ impl CosineLanes {
     }
 }
 
+/// A rayon pool of one thread for metrics computed beside other work (a replay judging one
+/// API while torch runs the next): the rayon work under it (the fused pass's blocks) stays on
+/// that thread instead of taking every core. The fused pass's results do not depend on the
+/// thread count (blocks merge in block order). `None` if no thread could be started.
+fn one_thread_pool() -> Option<&'static rayon::ThreadPool> {
+    // With the process id that started the thread: a forked child has no such thread.
+    static POOL: std::sync::OnceLock<Option<(u32, rayon::ThreadPool)>> = std::sync::OnceLock::new();
+    let (pid, pool) = POOL
+        .get_or_init(|| {
+            rayon::ThreadPoolBuilder::new()
+                .num_threads(1)
+                .thread_name(|_| "ulp-one-thread".into())
+                .build()
+                .ok()
+                .map(|pool| (std::process::id(), pool))
+        })
+        .as_ref()?;
+    (*pid == std::process::id()).then_some(pool)
+}
+
+/// Queues `op` on the one-thread metrics pool and returns at once; jobs run one after
+/// another in the order queued. Without a pool thread (none could be started, or this is a
+/// forked child of the process that started it), `op` runs here before returning.
+/// `op` must not panic (a panic on the pool thread aborts the process).
+pub fn spawn_on_one_thread(op: impl FnOnce() + Send + 'static) {
+    match one_thread_pool() {
+        Some(pool) => pool.spawn_fifo(op),
+        None => op(),
+    }
+}
+
 /// Runs the fused pass over the common length of `bench` and `device` (callers check that
 /// the lengths match).
 pub fn fused_stats<B: Elem, D: Elem, W: Work, U: Work>(
@@ -1102,6 +1133,44 @@ impl<W: Work, U: Work> FusedStats<W, U> {
             W::mean_from_sum(self.rel_sum, self.rel_valid as usize)
         } else {
             W::from_f64(self.rel_sum_f64 / self.rel_valid as f64)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_thread_jobs_run_in_order_with_the_global_pools_results() {
+        let n = NP_BUFSIZE * 3 + 5;
+        let bench: Vec<f64> = (0..n).map(|i| (i as f64 * 0.37).sin() * 3.0).collect();
+        let device: Vec<f32> = bench
+            .iter()
+            .enumerate()
+            .map(|(i, &x)| (x * (1.0 + 1e-7 * (i % 7) as f64)) as f32)
+            .collect();
+        let p = Params::new(DeviceFamily::F32, FloatKind::F64, FloatKind::F32);
+        let want = format!(
+            "{:?}",
+            fused_stats::<f64, f32, f64, f64>(&bench, &device, &p)
+        );
+        let shared = std::sync::Arc::new((bench, device));
+        let (tx, rx) = std::sync::mpsc::channel();
+        for k in 0..4 {
+            let (tx, shared) = (tx.clone(), shared.clone());
+            spawn_on_one_thread(move || {
+                let s = fused_stats::<f64, f32, f64, f64>(&shared.0, &shared.1, &p);
+                // The receiver outlives every job: it is read until all senders are gone.
+                let _ = tx.send((k, format!("{s:?}"), rayon::current_num_threads()));
+            });
+        }
+        drop(tx);
+        let got: Vec<_> = rx.iter().collect();
+        assert_eq!(got.iter().map(|g| g.0).collect::<Vec<_>>(), [0, 1, 2, 3]);
+        for (_, stats, threads) in &got {
+            assert_eq!(stats, &want);
+            assert_eq!(*threads, 1);
         }
     }
 }

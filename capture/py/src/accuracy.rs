@@ -2,10 +2,13 @@
 //!
 //! Python hands each output over as the `data_ptr` of a contiguous CPU tensor it keeps alive,
 //! with its element count, numpy dtype name, shape and the torch dtype msprobe reports for it.
-//! The metrics run on that memory in place, with the GIL released.
+//! The metrics run on that memory in place, with the GIL released, either in the call or on a
+//! metrics thread while Python goes on (`check_output_async`).
+
+use std::sync::{Arc, Condvar, Mutex};
 
 use half::f16;
-use pyo3::exceptions::PyValueError;
+use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use ulp::check::DETAIL_KEYS;
 use ulp::{ArrayData, CheckOptions, DetailRow, Routing, TensorRef, TorchDtype};
@@ -116,18 +119,77 @@ struct Side {
     numel: usize,
     numpy_dtype: String,
     shape: Vec<usize>,
-    torch_dtype: String,
+    torch_dtype: TorchDtype,
 }
 
-impl From<SideTuple> for Side {
-    fn from(t: SideTuple) -> Self {
-        Side {
+impl Side {
+    /// # Safety
+    /// See [`borrow_elems`]: the memory must stay alive and unmodified while the result is used.
+    unsafe fn tensor(&self) -> PyResult<TensorRef<'_>> {
+        Ok(TensorRef {
+            data: unsafe { array(self.ptr, self.numel, &self.numpy_dtype)? },
+            shape: &self.shape,
+            torch_dtype: self.torch_dtype,
+        })
+    }
+}
+
+/// One comparison, owned, so it can run on another thread.
+struct Comparison {
+    api_name: String,
+    bench: Side,
+    device: Side,
+    opts: CheckOptions,
+}
+
+impl Comparison {
+    fn new(
+        api_name: &str,
+        bench: SideTuple,
+        device: SideTuple,
+        fp8_input: bool,
+        routing: &str,
+    ) -> PyResult<Self> {
+        let opts = CheckOptions {
+            routing: self::routing(routing)?,
+            fp8_input,
+        };
+        let (bt, dt) = (torch_dtype(&bench.4)?, torch_dtype(&device.4)?);
+        let side = |t: SideTuple, torch_dtype| Side {
             ptr: t.0,
             numel: t.1,
             numpy_dtype: t.2,
             shape: t.3,
-            torch_dtype: t.4,
+            torch_dtype,
+        };
+        let (bench, device) = (side(bench, bt), side(device, dt));
+        for side in [&bench, &device] {
+            let expected: usize = side.shape.iter().product();
+            if expected != side.numel {
+                return Err(PyValueError::new_err(format!(
+                    "shape {:?} holds {expected} elements, but numel is {}",
+                    side.shape, side.numel
+                )));
+            }
         }
+        // Dtype names and alignment, checked here so that `run` cannot fail on them later.
+        // SAFETY: views of at most one element of memory the caller holds, dropped at once.
+        for side in [&bench, &device] {
+            unsafe { array(side.ptr, side.numel.min(1), &side.numpy_dtype)? };
+        }
+        Ok(Comparison {
+            api_name: api_name.to_string(),
+            bench,
+            device,
+            opts,
+        })
+    }
+
+    /// # Safety
+    /// Both sides' memory is alive and unmodified for the duration of the call.
+    unsafe fn run(&self) -> PyResult<DetailRow> {
+        let (b, d) = unsafe { (self.bench.tensor()?, self.device.tensor()?) };
+        Ok(ulp::check_output(&self.api_name, b, d, self.opts))
     }
 }
 
@@ -146,48 +208,109 @@ fn check_output(
     fp8_input: bool,
     routing: &str,
 ) -> PyResult<PyDetailRow> {
-    let (bench, device) = (Side::from(bench), Side::from(device));
-    let opts = CheckOptions {
-        routing: self::routing(routing)?,
-        fp8_input,
-    };
-    let (bt, dt) = (
-        torch_dtype(&bench.torch_dtype)?,
-        torch_dtype(&device.torch_dtype)?,
-    );
-    for side in [&bench, &device] {
-        let expected: usize = side.shape.iter().product();
-        if expected != side.numel {
-            return Err(PyValueError::new_err(format!(
-                "shape {:?} holds {expected} elements, but numel is {}",
-                side.shape, side.numel
-            )));
+    let cmp = Comparison::new(api_name, bench, device, fp8_input, routing)?;
+    // SAFETY: the Python caller passes data_ptr/numel of contiguous CPU tensors it holds.
+    let row = py.detach(|| unsafe { cmp.run() })?;
+    Ok(PyDetailRow { row })
+}
+
+/// Where the metrics thread leaves a row.
+enum State {
+    Running,
+    Done(Box<PyResult<DetailRow>>),
+    Taken,
+}
+
+type Slot = Arc<(Mutex<State>, Condvar)>;
+
+/// A detail row computed on numprobe's metrics thread (see [`check_output_async`]); it holds
+/// the two tensors whose memory the thread reads until the row is done.
+#[pyclass(name = "PendingRow", module = "numprobe._native")]
+struct PendingRow {
+    slot: Slot,
+    /// The tensors (or any owners of the memory) passed as `keep`: released only once the
+    /// metrics thread is done with them.
+    keep: Option<Py<PyAny>>,
+}
+
+/// Blocks until the metrics thread has left its result in `slot`.
+fn wait_done(slot: &Slot) -> std::sync::MutexGuard<'_, State> {
+    let (lock, done) = &**slot;
+    // A poisoned lock still holds a valid state: it is only ever replaced whole.
+    let mut guard = lock.lock().unwrap_or_else(|e| e.into_inner());
+    while matches!(*guard, State::Running) {
+        guard = done.wait(guard).unwrap_or_else(|e| e.into_inner());
+    }
+    guard
+}
+
+#[pymethods]
+impl PendingRow {
+    /// Waits for the row (without the GIL). Raises what `check_output` would have raised; a
+    /// second call raises RuntimeError.
+    fn wait(&mut self, py: Python<'_>) -> PyResult<PyDetailRow> {
+        let slot = self.slot.clone();
+        let state = py.detach(|| std::mem::replace(&mut *wait_done(&slot), State::Taken));
+        self.keep = None;
+        match state {
+            State::Done(row) => Ok(PyDetailRow { row: (*row)? }),
+            State::Taken | State::Running => Err(PyRuntimeError::new_err("row already taken")),
         }
     }
-    // SAFETY: the Python caller passes data_ptr/numel of contiguous CPU tensors it holds.
-    let (b, d) = unsafe {
-        (
-            array(bench.ptr, bench.numel, &bench.numpy_dtype)?,
-            array(device.ptr, device.numel, &device.numpy_dtype)?,
-        )
-    };
-    let row = py.detach(|| {
-        ulp::check_output(
-            api_name,
-            TensorRef {
-                data: b,
-                shape: &bench.shape,
-                torch_dtype: bt,
-            },
-            TensorRef {
-                data: d,
-                shape: &device.shape,
-                torch_dtype: dt,
-            },
-            opts,
-        )
+
+    /// Whether the row is ready (`wait` would not block).
+    fn done(&self) -> bool {
+        let (lock, _) = &*self.slot;
+        let state = lock.lock().unwrap_or_else(|e| e.into_inner());
+        !matches!(*state, State::Running)
+    }
+}
+
+impl Drop for PendingRow {
+    fn drop(&mut self) {
+        if self.keep.is_some() {
+            // The metrics thread may still read the kept tensors' memory: wait for it before
+            // they are released. It never takes the GIL, so waiting with it cannot deadlock.
+            drop(wait_done(&self.slot));
+        }
+    }
+}
+
+/// [`check_output`] on numprobe's metrics thread: returns at once with a `PendingRow` whose
+/// `wait()` gives the row. Rows are computed one at a time, in the order asked, on one core,
+/// so a caller can judge one API while torch runs the next. `keep` is held until the row is
+/// done: pass the tensors (or a tuple of them) whose `data_ptr`s `bench` and `device` hold.
+/// Argument errors are raised here, as `check_output` raises them.
+#[pyfunction]
+#[pyo3(signature = (api_name, bench, device, keep, fp8_input=false, routing="26.2"))]
+fn check_output_async(
+    api_name: &str,
+    bench: SideTuple,
+    device: SideTuple,
+    keep: Py<PyAny>,
+    fp8_input: bool,
+    routing: &str,
+) -> PyResult<PendingRow> {
+    let cmp = Comparison::new(api_name, bench, device, fp8_input, routing)?;
+    let slot: Slot = Arc::new((Mutex::new(State::Running), Condvar::new()));
+    let filled = slot.clone();
+    ulp::fused::spawn_on_one_thread(move || {
+        // SAFETY: the PendingRow holding `keep` (the owners of this memory) waits for this
+        // job before releasing them, also when it is dropped unread.
+        let row = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| unsafe { cmp.run() }))
+            .unwrap_or_else(|_| {
+                Err(PyRuntimeError::new_err(
+                    "the accuracy metrics panicked on this output",
+                ))
+            });
+        let (lock, done) = &*filled;
+        *lock.lock().unwrap_or_else(|e| e.into_inner()) = State::Done(Box::new(row));
+        done.notify_all();
     });
-    Ok(PyDetailRow { row })
+    Ok(PendingRow {
+        slot,
+        keep: Some(keep),
+    })
 }
 
 /// run_ut's order-dependent roll-up of several output statuses (a later warning overrides an
@@ -223,7 +346,9 @@ fn detail_header() -> Vec<&'static str> {
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyDetailRow>()?;
+    m.add_class::<PendingRow>()?;
     m.add_function(wrap_pyfunction!(check_output, m)?)?;
+    m.add_function(wrap_pyfunction!(check_output_async, m)?)?;
     m.add_function(wrap_pyfunction!(rollup_statuses, m)?)?;
     m.add_function(wrap_pyfunction!(standard_for, m)?)?;
     m.add_function(wrap_pyfunction!(bare_api_name, m)?)?;

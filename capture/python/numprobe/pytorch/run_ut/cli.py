@@ -164,7 +164,7 @@ def _run(args):
                 for part, element in tensors.items():
                     save_tensors(error_dir, f"{name}.{part}", element)
 
-        run_all(job, names, sink, args.num_splits)
+        run_all(job, names, sink, args.num_splits, keep_tensors=error_dir is not None)
     summary = ", ".join(f"{k}: {v}" for k, v in sorted(counts.items()))
     print(f"run_ut replayed {len(names)} APIs ({summary}); results in {result_path}", file=sys.stderr)
     return 0

@@ -18,6 +18,9 @@ for _n in ("uint16", "uint32", "uint64"):
     if hasattr(torch, _n):
         NUMPY_NAME[getattr(torch, _n)] = _n
 FP8 = tuple(getattr(torch, n) for n in ("float8_e4m3fn", "float8_e5m2") if hasattr(torch, n))
+# Deferred outputs go to the metrics thread only from numpy's reduction block (8192 elements)
+# up: handing a smaller one over (waking the thread) costs about what its metrics cost here.
+DEFER_MIN_NUMEL = 8192
 
 
 def csv_line(cells):
@@ -28,16 +31,28 @@ def csv_line(cells):
 
 
 class Row:
-    """A detail row: status, message and the finished CSV text (without the name column)."""
+    """A detail row: status, message and the finished CSV text (without the name column).
+    A deferred row is computed on the metrics thread; `settle()` waits for it."""
 
-    __slots__ = ("status", "message", "_native", "_cells")
+    __slots__ = ("status", "message", "_native", "_cells", "_pending")
 
-    def __init__(self, status, message, native=None, cells=None):
+    def __init__(self, status, message, native=None, cells=None, pending=None):
         self.status, self.message, self._native, self._cells = status, message, native, cells
+        self._pending = pending
+
+    def settle(self):
+        if self._pending is not None:
+            native = self._pending.wait()
+            self._pending = None
+            self._native, self.status, self.message = native, native.status, native.message
+        return self
+
+    def ready(self):
+        return self._pending is None or self._pending.done()
 
     def line(self, row_name):
-        if self._native is not None:
-            return self._native.csv_line(row_name)
+        if self._native is not None or self._pending is not None:
+            return self.settle()._native.csv_line(row_name)
         return csv_line([row_name] + self._cells)
 
 
@@ -65,24 +80,30 @@ def _side(t, host):
     return (host.data_ptr(), host.numel(), NUMPY_NAME[host.dtype], list(host.shape), str(t.dtype))
 
 
-def compare_tensor(api_name, bench, device, fp8_input, routing):
+def compare_tensor(api_name, bench, device, fp8_input, routing, defer=False):
     hb, hd = _host(bench), _host(device)
     if hb.is_complex() or hd.is_complex():
         return blank_row("error", f"{hd.dtype} outputs are not supported by numprobe's checker.",
                          str(bench.dtype), str(device.dtype))
+    if defer and max(hb.numel(), hd.numel()) > DEFER_MIN_NUMEL:
+        # The PendingRow holds hb/hd until the metrics thread is done reading them.
+        pending = _native.check_output_async(api_name, _side(bench, hb), _side(device, hd), (hb, hd),
+                                             fp8_input, routing)
+        return Row(None, None, pending=pending)
     native = _native.check_output(api_name, _side(bench, hb), _side(device, hd), fp8_input, routing)
     # hb/hd stay alive until check_output returned: Rust read their memory in place.
     return Row(native.status, native.message, native=native)
 
 
-def compare_one(api_name, bench, device, fp8_input, routing="26.2"):
-    """msprobe's per-output dispatch (`_compare_core`)."""
+def compare_one(api_name, bench, device, fp8_input, routing="26.2", defer=False):
+    """msprobe's per-output dispatch (`_compare_core`); with `defer` a large tensor's row is
+    computed on the metrics thread (its status is None until settled)."""
     if bench is None:
         return blank_row("SKIP", "Bench output is None, skip this test.")
     if not isinstance(bench, type(device)):
         return blank_row("error", "bench and npu output type is different.")
     if isinstance(bench, torch.Tensor):
-        return compare_tensor(api_name, bench, device, fp8_input, routing)
+        return compare_tensor(api_name, bench, device, fp8_input, routing, defer)
     if isinstance(bench, (bool, int, float, str)):
         if bench != device:
             return blank_row("error", "", str(type(bench)), str(type(device)))
@@ -90,16 +111,22 @@ def compare_one(api_name, bench, device, fp8_input, routing="26.2"):
     return blank_row("error", f"Unexpected output type in compare_core: {type(bench)}")
 
 
-def compare_outputs(api_name, bench, device, fp8_input, routing="26.2"):
-    """(status, rows) of an output or a list of outputs (`_compare_core_wrapper`)."""
+def compare_outputs(api_name, bench, device, fp8_input, routing="26.2", defer=False):
+    """(status, rows) of an output or a list of outputs (`_compare_core_wrapper`); with
+    `defer`, (None, rows) whose status `rollup(rows)` gives once the metrics are done."""
     if isinstance(bench, (list, tuple)):
         if not isinstance(device, (list, tuple)) or len(bench) > len(device):
             rows = [blank_row("error", "bench and npu output structure is different.")]
         else:
-            rows = [compare_one(api_name, b, d, fp8_input, routing) for b, d in zip(bench, device)]
+            rows = [compare_one(api_name, b, d, fp8_input, routing, defer) for b, d in zip(bench, device)]
     else:
-        rows = [compare_one(api_name, bench, device, fp8_input, routing)]
-    return _native.rollup_statuses([r.status for r in rows]), rows
+        rows = [compare_one(api_name, bench, device, fp8_input, routing, defer)]
+    return (None if defer else rollup(rows)), rows
+
+
+def rollup(rows):
+    """The status of an API's outputs from their rows (waiting for deferred ones)."""
+    return _native.rollup_statuses([r.settle().status for r in rows])
 
 
 def compare_dropout(bench, device):

@@ -1,6 +1,8 @@
 """The replay of a dump's APIs: per API, golden and device outputs, their judgement and the CSV
 records, run in order or on several worker processes."""
+import collections
 import multiprocessing
+import os
 import time
 
 import torch
@@ -33,6 +35,19 @@ class ApiResult:
         r.fwd_status = r.bwd_status = "SKIP"
         r.fwd_rows = [cmp.blank_row("SKIP", message)]
         return r
+
+    def settle(self):
+        """Waits for deferred detail rows and rolls their statuses up; raises what computing
+        them raised."""
+        if self.fwd_status is None:
+            self.fwd_status = cmp.rollup(self.fwd_rows)
+        if self.bwd_status is None:
+            self.bwd_status = cmp.rollup(self.bwd_rows)
+        return self
+
+    def ready(self):
+        """Whether settle() would not wait."""
+        return all(r.ready() for r in self.fwd_rows) and all(r.ready() for r in self.bwd_rows)
 
     def result_cells(self):
         cells = [self.name, self.fwd_status, self.bwd_status]
@@ -67,10 +82,16 @@ def _first_out_dtype(entry):
     return None
 
 
-def replay_api(name, entry, bwd_entry, tensor_dir, routing="26.2", timer=None, judge=True):
-    """Re-runs one forward entry (and its backward) and judges it; raises on failure."""
+class Replayed:
+    """An API re-executed but not yet judged: what judging it needs."""
+
+    __slots__ = ("name", "api_name", "message", "fp8_input", "bench_out", "device_out",
+                 "bench_grads", "device_grads", "args", "kwargs", "grad")
+
+
+def execute_api(name, entry, bwd_entry, tensor_dir, timer=None):
+    """Re-runs one forward entry (and its backward); raises on failure."""
     t0 = time.perf_counter()
-    result = ApiResult(name)
     api_type, api_name = split_api_name(name)
     fn = ex.resolve(api_type, api_name)
     if fn is None:
@@ -132,36 +153,54 @@ def replay_api(name, entry, bwd_entry, tensor_dir, routing="26.2", timer=None, j
             # APIs are inner tensors (a 3-D linear's 2-D matmul, cross_entropy's log_softmax),
             # not the gradients of the API's inputs.
             device_grads = device.input_grads()
-    t1 = time.perf_counter()
+    r = Replayed()
+    r.name, r.api_name, r.message, r.fp8_input = name, api_name, message, fp8_input
+    r.bench_out, r.device_out, r.bench_grads, r.device_grads = bench_out, device_out, bench_grads, device_grads
+    r.args, r.kwargs, r.grad = args, kwargs, grad
     if timer is not None:
-        timer.execute += t1 - t0
-    if not judge:
-        return result
+        timer.execute += time.perf_counter() - t0
+    return r
 
+
+def judge_api(r, routing="26.2", timer=None, defer=False):
+    """The ApiResult of a re-executed API; raises on failure. With `defer` the metrics of its
+    tensors run on the metrics thread and the result needs `settle()` before use."""
+    t0 = time.perf_counter()
+    result = ApiResult(r.name)
+    name, api_name = r.name, r.api_name
     if "dropout" in name:
-        result.fwd_status = cmp.compare_dropout(bench_out, device_out)
+        result.fwd_status = cmp.compare_dropout(r.bench_out, r.device_out)
     else:
-        result.fwd_status, result.fwd_rows = cmp.compare_outputs(api_name, bench_out, device_out, fp8_input, routing)
-    if bench_grads and device_grads:
+        result.fwd_status, result.fwd_rows = cmp.compare_outputs(
+            api_name, r.bench_out, r.device_out, r.fp8_input, routing, defer)
+    if r.bench_grads and r.device_grads:
         if "dropout" in name:
-            result.bwd_status = cmp.compare_dropout(bench_grads[0], device_grads[0])
+            result.bwd_status = cmp.compare_dropout(r.bench_grads[0], r.device_grads[0])
         else:
             result.bwd_status, result.bwd_rows = cmp.compare_outputs(
-                api_name, bench_grads, device_grads, fp8_input, routing)
-    if message:
+                api_name, r.bench_grads, r.device_grads, r.fp8_input, routing, defer)
+    if r.message:
         result.bwd_status = "SKIP"
-        result.bwd_rows = [cmp.blank_row("SKIP", message)]
+        result.bwd_rows = [cmp.blank_row("SKIP", r.message)]
     result.tensors = {
-        "forward.input": [args, list(kwargs.values())],
-        "forward.output.bench": bench_out,
-        "forward.output.device": device_out,
-        "backward.input": grad,
-        "backward.output.bench": bench_grads,
-        "backward.output.device": device_grads,
+        "forward.input": [r.args, list(r.kwargs.values())],
+        "forward.output.bench": r.bench_out,
+        "forward.output.device": r.device_out,
+        "backward.input": r.grad,
+        "backward.output.bench": r.bench_grads,
+        "backward.output.device": r.device_grads,
     }
     if timer is not None:
-        timer.judge += time.perf_counter() - t1
+        timer.judge += time.perf_counter() - t0
     return result
+
+
+def replay_api(name, entry, bwd_entry, tensor_dir, routing="26.2", timer=None, judge=True):
+    """Re-runs one forward entry (and its backward) and judges it; raises on failure."""
+    r = execute_api(name, entry, bwd_entry, tensor_dir, timer)
+    if not judge:
+        return ApiResult(name)
+    return judge_api(r, routing, timer)
 
 
 class Job:
@@ -175,23 +214,55 @@ class Job:
         self.black_list = list(black_list or []) + ex.UNSUPPORTED_APIS
         self.routing = routing
 
-    def run_one(self, name, timer=None, judge=True):
-        """The ApiResult of one API; never raises (a failure is msprobe's SKIP row)."""
+    def _skip_reason(self, name):
         prefix = name.split(".")[0]
         if prefix in ex.UNSUPPORTED_PREFIXES:
-            return ApiResult.skipped(name, f"API {name} not support for acc_check. SKIP.")
+            return f"API {name} not support for acc_check. SKIP."
         _, api_name = split_api_name(name)
         if not api_name:
-            return ApiResult.skipped(name, f"API {name} not support for acc_check. SKIP.")
+            return f"API {name} not support for acc_check. SKIP."
         if api_name in self.black_list or (self.white_list and api_name not in self.white_list):
-            return ApiResult.skipped(name, f"API {api_name} in black list or not in white list. SKIP.")
+            return f"API {api_name} in black list or not in white list. SKIP."
+        return None
+
+    def execute_one(self, name, timer=None):
+        """A Replayed API to judge, or the ApiResult of one that needs no judging (a SKIP);
+        never raises."""
+        reason = self._skip_reason(name)
+        if reason is not None:
+            return ApiResult.skipped(name, reason)
         try:
-            return replay_api(name, self.forward[name], self.backward.get(name), self.tensor_dir,
-                              self.routing, timer, judge)
-        except ex.UnsupportedApi as e:
-            return ApiResult.skipped(name, str(e))
+            return execute_api(name, self.forward[name], self.backward.get(name), self.tensor_dir, timer)
         except Exception as e:  # noqa: BLE001 - any failure of one API is that API's SKIP row
             return ApiResult.skipped(name, str(e))
+
+    def judge_one(self, item, timer=None, defer=False):
+        """The ApiResult of what execute_one returned (to `settle_one` when deferred); never
+        raises."""
+        if isinstance(item, ApiResult):
+            return item
+        try:
+            return judge_api(item, self.routing, timer, defer)
+        except Exception as e:  # noqa: BLE001 - as in execute_one
+            return ApiResult.skipped(item.name, str(e))
+
+    def settle_one(self, result, timer=None):
+        """A deferred ApiResult of judge_one once its metrics are done; never raises."""
+        t0 = time.perf_counter()
+        try:
+            return result.settle()
+        except Exception as e:  # noqa: BLE001 - as in execute_one
+            return ApiResult.skipped(result.name, str(e))
+        finally:
+            if timer is not None:
+                timer.judge += time.perf_counter() - t0
+
+    def run_one(self, name, timer=None, judge=True):
+        """The ApiResult of one API; never raises (a failure is msprobe's SKIP row)."""
+        item = self.execute_one(name, timer)
+        if not judge and not isinstance(item, ApiResult):
+            return ApiResult(name)
+        return self.judge_one(item, timer)
 
 
 _JOB = None
@@ -204,17 +275,71 @@ def _worker_init(job, threads):
 
 
 def _worker_run(name):
-    r = _JOB.run_one(name)
-    return r.lines(), r.failed(), (r.tensors if r.failed() else None)
+    return _finish(_JOB.run_one(name))
 
 
-def run_all(job, names, sink, workers=1):
-    """Replays `names` in order and hands each result to `sink(lines, failed, tensors)`; with
-    workers > 1 the APIs run on that many processes, results still arrive in dump order."""
+def _finish(r):
+    """What a sink receives of an ApiResult: (lines, failed, tensors to save or None)."""
+    failed = r.failed()
+    return r.lines(), failed, (r.tensors if failed and r.tensors else None)
+
+
+# APIs replayed ahead of the one whose rows are written: slack for the metrics thread (a late
+# wake-up on a busy machine) without holding many APIs' tensors.
+LOOKAHEAD = 2
+
+
+def _run_overlapped(job, names, sink, timer, keep_tensors):
+    """Each API's metrics run on the metrics thread while torch runs the next APIs; results are
+    settled and handed to the sink in dump order, LOOKAHEAD APIs behind. On an interrupt the
+    unsettled APIs are not written (-csv_path replays them)."""
+    pending = collections.deque()
+    for name in names:
+        started = job.judge_one(job.execute_one(name, timer), timer, defer=True)
+        if not keep_tensors:
+            # Release the inputs and autograd graphs now, not LOOKAHEAD APIs later: holding
+            # them makes torch's next allocations land on fresh pages (page faults).
+            started.tensors = {}
+        pending.append(started)
+        # Rows already computed are written at once (resume keeps them, their tensors go);
+        # the oldest is waited for when LOOKAHEAD APIs are ahead of it.
+        while pending and (len(pending) > LOOKAHEAD or pending[0].ready()):
+            done = pending.popleft()
+            sink(done.name, *_finish(job.settle_one(done, timer)))
+    while pending:
+        done = pending.popleft()
+        sink(done.name, *_finish(job.settle_one(done, timer)))
+
+
+def spare_core():
+    """Whether torch leaves a core to the metrics thread (fewer torch threads than usable
+    cores); with every core in torch's hands the metrics run inline, as they cost the same CPU
+    either way. NUMPROBE_RUN_UT_OVERLAP=1/0 forces the answer."""
+    forced = os.environ.get("NUMPROBE_RUN_UT_OVERLAP", "")
+    if forced in ("0", "1"):
+        return forced == "1"
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cores = os.cpu_count() or 1
+    return torch.get_num_threads() < cores
+
+
+def run_all(job, names, sink, workers=1, timer=None, overlap=None, keep_tensors=True):
+    """Replays `names` in order and hands each result to `sink(name, lines, failed, tensors)`;
+    with workers > 1 the APIs run on that many processes, results still arrive in dump order.
+    With one process, `overlap` computes each API's metrics on the metrics thread while torch
+    runs the next API (the rows are the same; None: when `spare_core()`). Without
+    `keep_tensors` the sink may get None for the tensors of a failed API (for callers that
+    save none)."""
     if workers <= 1 or len(names) <= 1:
+        if overlap is None:
+            overlap = spare_core()
+        if overlap and len(names) > 1:
+            _run_overlapped(job, names, sink, timer, keep_tensors)
+            return
         for name in names:
-            r = job.run_one(name)
-            sink(r.name, r.lines(), r.failed(), r.tensors if r.failed() else None)
+            sink(name, *_finish(job.run_one(name, timer)))
         return
     # Each worker keeps this process's thread count: CPU reductions split their work by thread
     # count, so any other count would change the last bits and -n would change the rows.
