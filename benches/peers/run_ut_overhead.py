@@ -74,6 +74,7 @@ def main():
     torch.set_num_threads(a.threads)
 
     from numprobe.pytorch.run_ut import Job, Timer, run_all
+    from numprobe.pytorch.run_ut.cli import RecordWriter
     from numprobe.pytorch.run_ut.dump import load_api_info
 
     path = a.api_info or default_dump()
@@ -92,16 +93,15 @@ def main():
         return timer
 
     def full(overlap):
-        # As the CLI does without -save_error_data: every record appended and flushed as its
-        # API is done, no tensors kept for the sink.
+        # As the CLI does without -save_error_data: records written through its RecordWriter,
+        # no tensors kept for the sink.
         timer = Timer()
-        with open(csv_path, "w", encoding="utf-8", newline="") as f:
-            def sink(name, lines, failed, tensors):
-                f.write(lines[0])
-                f.writelines(lines[1])
-                f.flush()
-
-            run_all(job, names, sink, timer=timer, overlap=overlap, keep_tensors=False)
+        with open(csv_path, "w", encoding="utf-8", newline="") as rf, \
+                open(csv_path + ".details", "w", encoding="utf-8", newline="") as df:
+            out = RecordWriter(rf, df)
+            run_all(job, names, lambda name, lines, failed, tensors: out.add(*lines), timer=timer,
+                    overlap=overlap, keep_tensors=False)
+            out.flush()
         return timer
 
     def timed(fn, *args):

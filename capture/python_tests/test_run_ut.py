@@ -488,3 +488,35 @@ def test_live_msprobe_acc_check_agrees(tensor_dump, tmp_path):
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     run_ut(dump_json, tmp_path / "ours")
     assert_like_msprobe(outputs(tmp_path / "ours"), outputs(ms_out))
+
+
+def test_record_writer_writes_whole_batches_details_first(tmp_path):
+    """The CLI's writer holds records back for at most its interval, then writes the details
+    before the results, so a result line always has its details on disk."""
+    from numprobe.pytorch.run_ut.cli import RecordWriter
+
+    order = []
+
+    class File:
+        def __init__(self, name):
+            self.name, self.text = name, ""
+
+        def write(self, s):
+            order.append(self.name)
+            self.text += s
+
+        def flush(self):
+            pass
+
+    rf, df = File("result"), File("details")
+    w = RecordWriter(rf, df, interval=3600)
+    w.add("a,pass\r\n", ["a.0,x\r\n", "a.1,y\r\n"])
+    w.add("b,error\r\n", ["b.0,z\r\n"])
+    assert rf.text == df.text == ""
+    w.flush()
+    assert order == ["details", "result"]
+    assert rf.text == "a,pass\r\nb,error\r\n"
+    assert df.text == "a.0,x\r\na.1,y\r\nb.0,z\r\n"
+    w = RecordWriter(rf, df, interval=0)
+    w.add("c,pass\r\n", ["c.0,w\r\n"])
+    assert rf.text.endswith("c,pass\r\n") and df.text.endswith("c.0,w\r\n")
