@@ -100,19 +100,8 @@ if __name__ == "__main__" and len(sys.argv) > 1 and sys.argv[1] == "drive":
 import pytest  # noqa: E402
 
 
-def write_config(tmp, fixture):
-    with open(os.path.join(FIX, fixture, "config.json")) as f:
-        cfg = json.load(f)
-    cfg["dump_path"] = os.path.join(tmp, "dump")
-    path = os.path.join(tmp, "config.json")
-    with open(path, "w") as f:
-        json.dump(cfg, f)
-    return path
-
-
-def fixture_dtype(fixture):
-    with open(os.path.join(FIX, fixture, "run_info.json")) as f:
-        return json.load(f)["dtype"]
+# The capture tests' own helpers (this folder is on sys.path under pytest).
+from test_pytorch_capture import fixture_dtype, write_config  # noqa: E402
 
 
 def run(tmp, fixture, mode, steps=2, bound=None, kill=False, extra=()):
