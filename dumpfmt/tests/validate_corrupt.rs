@@ -26,8 +26,8 @@ fn copy_rank() -> (tempfile::TempDir, PathBuf) {
     (tmp, dst)
 }
 
-/// Applies `edit` to the first tensor record that has a data_name; returns its JSON path.
-fn edit_first_file_record(rank: &Path, edit: impl FnOnce(&mut Map)) -> String {
+/// Rewrites the `data` map of the rank's dump.json with `edit`.
+fn edit_data<T>(rank: &Path, edit: impl FnOnce(&mut Map) -> T) -> T {
     let path = rank.join("dump.json");
     let mut v = json::parse_file(&path).unwrap();
     let data = v
@@ -37,6 +37,17 @@ fn edit_first_file_record(rank: &Path, edit: impl FnOnce(&mut Map)) -> String {
         .unwrap()
         .as_object_mut()
         .unwrap();
+    let out = edit(data);
+    json::write_file(&path, &v).unwrap();
+    out
+}
+
+/// Applies `edit` to the first tensor record that has a data_name; returns its JSON path.
+fn edit_first_file_record(rank: &Path, edit: impl FnOnce(&mut Map)) -> String {
+    edit_data(rank, |data| first_file_record(data, edit))
+}
+
+fn first_file_record(data: &mut Map, edit: impl FnOnce(&mut Map)) -> String {
     let (name, entry) = data.iter_mut().next().unwrap();
     let name = name.to_string();
     let rec = entry
@@ -50,7 +61,6 @@ fn edit_first_file_record(rank: &Path, edit: impl FnOnce(&mut Map)) -> String {
     };
     assert!(m.contains_key("data_name"));
     edit(m);
-    json::write_file(&path, &v).unwrap();
     format!("$.data[\"{name}\"].input_args[0]")
 }
 
@@ -230,25 +240,17 @@ fn not_a_dump() {
 #[test]
 fn forward_stacks_without_forward_entries_only_warn() {
     let (tmp, rank) = copy_rank();
-    let path = rank.join("dump.json");
-    let mut v = json::parse_file(&path).unwrap();
-    let data = v
-        .as_object_mut()
-        .unwrap()
-        .get_mut("data")
-        .unwrap()
-        .as_object_mut()
-        .unwrap();
-    let forward: Vec<String> = data
-        .keys()
-        .map(|k| k.to_string())
-        .filter(|k| k.contains(".forward"))
-        .collect();
-    assert!(!forward.is_empty());
-    for k in &forward {
-        data.remove(k.as_str());
-    }
-    json::write_file(&path, &v).unwrap();
+    edit_data(&rank, |data| {
+        let forward: Vec<String> = data
+            .keys()
+            .map(|k| k.to_string())
+            .filter(|k| k.contains(".forward"))
+            .collect();
+        assert!(!forward.is_empty());
+        for k in &forward {
+            data.remove(k.as_str());
+        }
+    });
     // Their tensor files go too, so only the stack names remain to be judged.
     for e in std::fs::read_dir(rank.join("dump_tensor_data")).unwrap() {
         let e = e.unwrap();
