@@ -154,16 +154,25 @@ fn cosine<B: Elem, D: Elem, W: Work, U: Work>(
     let safe = |m: f64| (2f64.powi(-300)..2f64.powi(300)).contains(&m);
     let raw = (safe(md) && safe(mb) && s.n < (1 << 40)).then_some((s.dot, s.dd, s.bb));
     cosine_from(s.n, md, mb, raw, || {
+        // Fixed chunks summed in order: the same bits on any thread pool (a rayon `reduce`
+        // splits by the pool's size and by work stealing).
         bench
-            .par_iter()
-            .zip(device.par_iter())
-            .map(|(b, d)| {
-                let (x, y) = (d.to_f64() / md, b.to_f64() / mb);
-                (x * y, x * x, y * y)
+            .par_chunks(RESCALED_CHUNK)
+            .zip(device.par_chunks(RESCALED_CHUNK))
+            .map(|(bc, dc)| {
+                bc.iter().zip(dc).fold((0.0, 0.0, 0.0), |a, (b, d)| {
+                    let (x, y) = (d.to_f64() / md, b.to_f64() / mb);
+                    (a.0 + x * y, a.1 + x * x, a.2 + y * y)
+                })
             })
-            .reduce(|| (0.0, 0.0, 0.0), |a, b| (a.0 + b.0, a.1 + b.1, a.2 + b.2))
+            .collect::<Vec<_>>()
+            .into_iter()
+            .fold((0.0, 0.0, 0.0), |a, p| (a.0 + p.0, a.1 + p.1, a.2 + p.2))
     })
 }
+
+/// Elements per chunk of the rescaled cosine sums.
+const RESCALED_CHUNK: usize = 1 << 16;
 
 /// run_ut's cosine (`cosine_sim`) from the largest magnitudes of each side (`md` device, `mb`
 /// bench) and the sums Σd·b, Σd², Σb². `raw` holds the unscaled sums when the caller trusts
@@ -419,4 +428,42 @@ pub fn fp8_ulp_errors(bench: &[f64], device: &[f64]) -> Vec<f64> {
             }
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Magnitudes past 2^300 take the rescaled cosine sums, which must not depend on how many
+    /// threads the pool has (run_ut's metrics thread is a pool of one).
+    #[test]
+    fn rescaled_cosine_does_not_depend_on_the_thread_pool() {
+        let n = 200_003;
+        let bench: Vec<f64> = (0..n).map(|i| ((i % 977) as f64 - 488.3) * 1e303).collect();
+        let device: Vec<f64> = bench
+            .iter()
+            .enumerate()
+            .map(|(i, b)| b * (1.0 + (i % 13) as f64 * 1e-9))
+            .collect();
+        let run = |threads: usize| {
+            rayon::ThreadPoolBuilder::new()
+                .num_threads(threads)
+                .build()
+                .unwrap()
+                .install(|| {
+                    all_metrics(
+                        FloatData::F64(&bench),
+                        FloatData::F64(&device),
+                        DeviceFamily::Other,
+                    )
+                    .unwrap()
+                    .cosine
+                })
+        };
+        let one = run(1);
+        assert!(one.value.as_f64().unwrap() > 0.999_999, "{one:?}");
+        for threads in [2, 3, 8] {
+            assert_eq!(run(threads), one, "{threads} threads");
+        }
+    }
 }
