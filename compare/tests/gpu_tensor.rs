@@ -4,8 +4,6 @@
 //! unit of the 12th decimal, EucDist (printed in full) 1e-13 relative: both are float64 sums
 //! whose order differs between the paths (as it does between the CPU path and numpy's BLAS).
 
-use std::sync::OnceLock;
-
 use compare::cell::Cell;
 use compare::tensor::gpu::TensorBackend;
 use compare::tensor::{
@@ -17,14 +15,10 @@ use stats_gpu::gpu::{Gpu, GpuOptions};
 
 /// This binary's Gpu. No adapter fails the test unless NUMPROBE_ALLOW_NO_GPU=1.
 fn gpu() -> Option<&'static Gpu> {
-    static GPU: OnceLock<Option<Gpu>> = OnceLock::new();
-    GPU.get_or_init(|| {
-        Gpu::open_for_test(GpuOptions {
-            workgroups: Some(2),
-            ..GpuOptions::default()
-        })
+    Gpu::shared_for_test(|| GpuOptions {
+        workgroups: Some(2),
+        ..GpuOptions::default()
     })
-    .as_ref()
 }
 
 /// Bytes of `v` in `dtype`, in a u32-aligned buffer (as a mapped .npy/.pt payload is).

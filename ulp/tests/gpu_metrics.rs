@@ -4,8 +4,6 @@
 //! every pair spans several. Every cell is exact except the four sum-based tolerance cells of
 //! the spec (cosine, RMSE, mean relative error, mean ULP error: 1e-6 relative).
 
-use std::sync::OnceLock;
-
 use half::{bf16, f16};
 use proptest::prelude::*;
 use stats_gpu::gpu::{Gpu, GpuOptions};
@@ -14,14 +12,10 @@ use ulp::{AllMetrics, DeviceFamily, FloatData, PyVal, all_metrics};
 
 /// This binary's Gpu. No adapter fails the test unless NUMPROBE_ALLOW_NO_GPU=1.
 fn gpu() -> Option<&'static Gpu> {
-    static GPU: OnceLock<Option<Gpu>> = OnceLock::new();
-    GPU.get_or_init(|| {
-        Gpu::open_for_test(GpuOptions {
-            workgroups: Some(2),
-            ..GpuOptions::default()
-        })
+    Gpu::shared_for_test(|| GpuOptions {
+        workgroups: Some(2),
+        ..GpuOptions::default()
     })
-    .as_ref()
 }
 
 fn exact(name: &str, g: &PyVal, c: &PyVal) {

@@ -3,8 +3,6 @@
 //! `max_rel`, `max_ulp` and the cosine's maxima are exact; the error sums within
 //! PAIR_SUM_REL_TOL, the cosine sums within 1e-12.
 
-use std::sync::OnceLock;
-
 use proptest::prelude::*;
 use stats_gpu::gpu::{Gpu, GpuOptions, PAIR_SUM_REL_TOL, PairPartials};
 use ulp::fused::{DeviceFamily, FusedStats, Params, fused_stats};
@@ -12,15 +10,11 @@ use ulp::gpu::gpu_fused_f32;
 
 /// This binary's Gpu. No adapter fails the test unless NUMPROBE_ALLOW_NO_GPU=1.
 fn gpu() -> Option<&'static Gpu> {
-    static GPU: OnceLock<Option<Gpu>> = OnceLock::new();
-    GPU.get_or_init(|| {
-        Gpu::open_for_test(GpuOptions {
-            // Few workgroups keep lavapipe fast and give each invocation several elements.
-            workgroups: Some(2),
-            ..GpuOptions::default()
-        })
+    Gpu::shared_for_test(|| GpuOptions {
+        // Few workgroups keep lavapipe fast and give each invocation several elements.
+        workgroups: Some(2),
+        ..GpuOptions::default()
     })
-    .as_ref()
 }
 
 fn cpu(bench: &[f32], device: &[f32]) -> FusedStats<f32, f64> {

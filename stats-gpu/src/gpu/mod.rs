@@ -136,6 +136,14 @@ impl Gpu {
         }
     }
 
+    /// The one Gpu of a test binary, opened on first use with `opts` (later calls get the same
+    /// one, whatever options they pass: a test binary is one process and opens one Gpu), under
+    /// [`Gpu::open_for_test`]'s rules.
+    pub fn shared_for_test(opts: impl FnOnce() -> GpuOptions) -> Option<&'static Gpu> {
+        static GPU: std::sync::OnceLock<Option<Gpu>> = std::sync::OnceLock::new();
+        GPU.get_or_init(|| Gpu::open_for_test(opts())).as_ref()
+    }
+
     pub fn new(opts: GpuOptions) -> Result<Gpu, GpuError> {
         static NEXT_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
         let ctx = context::Context::open(&opts.adapter)?;

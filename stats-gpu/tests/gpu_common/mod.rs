@@ -2,8 +2,6 @@
 //! partials with the f64 reference.
 #![allow(dead_code)]
 
-use std::sync::OnceLock;
-
 use stats_gpu::gpu::{Gpu, GpuOptions};
 use stats_gpu::{ElemType, Partials, TensorView, reference};
 
@@ -11,12 +9,9 @@ use stats_gpu::{ElemType, Partials, TensorView, reference};
 /// (see `stats_kernel.rs`).
 pub const REL_TOL: f64 = 1e-6;
 
-/// Opens this binary's Gpu once. With no adapter the test fails naming the driver, unless
-/// NUMPROBE_ALLOW_NO_GPU=1, in which case it says so on stderr and the caller returns. Any
-/// other error fails.
+/// Opens this binary's Gpu once (see [`Gpu::shared_for_test`]).
 pub fn shared(opts: impl FnOnce() -> GpuOptions) -> Option<&'static Gpu> {
-    static GPU: OnceLock<Option<Gpu>> = OnceLock::new();
-    GPU.get_or_init(|| Gpu::open_for_test(opts())).as_ref()
+    Gpu::shared_for_test(opts)
 }
 
 /// Element values of a float view, widened to f64.
