@@ -154,13 +154,8 @@ fn torch_f32(
     })
 }
 
-/// Builds the tensor record msprobe 26.2 writes for `info` under `opts` (its flavour picks
-/// PyTorch's or MindSpore's rules, see [`mindspore_record`]).
-pub fn tensor_record(info: &TensorInfo<'_>, opts: &Options) -> Result<Value> {
-    if opts.flavour == Flavour::MindSpore {
-        return mindspore_record(info, opts);
-    }
-    let mode = opts.mode;
+/// The record of `info` without statistics: type, dtype, shape, requires_grad, data_name.
+fn record_head(info: &TensorInfo<'_>) -> TensorRecord {
     let mut rec = TensorRecord::new(
         info.type_name,
         info.dtype,
@@ -168,6 +163,57 @@ pub fn tensor_record(info: &TensorInfo<'_>, opts: &Options) -> Result<Value> {
     );
     rec.requires_grad = info.requires_grad;
     rec.data_name = info.data_name.map(str::to_owned);
+    rec
+}
+
+/// The tensor type name msprobe writes for a flavour's tensors.
+pub fn type_name(flavour: Flavour) -> &'static str {
+    match flavour {
+        Flavour::MindSpore => "mindspore.Tensor",
+        Flavour::PyTorch => "torch.Tensor",
+    }
+}
+
+/// The placeholder record of a tensor whose statistics are computed elsewhere (on its device)
+/// and journaled later as a fill under `id` (see [`crate::state::PENDING_KEY`]): the statistic
+/// keys in msprobe's order with `null` values, and in md5 mode the CRC-32 of `info.bytes` (the
+/// tensor's host bytes: a checksum cannot be computed apart from them).
+pub fn pending_record(info: &TensorInfo<'_>, opts: &Options, id: u64) -> Result<Value> {
+    let mut rec = record_head(info);
+    match opts.mode {
+        SummaryMode::Xor => {
+            return Err(Error::Tensor(
+                "xor mode has no device statistics: its checksum needs the bytes".into(),
+            ));
+        }
+        SummaryMode::Md5 => {
+            let bytes = info.bytes.ok_or_else(|| {
+                Error::Tensor("md5 mode needs the tensor's host bytes (crc)".into())
+            })?;
+            rec.md5 = Some(Checksum::Crc32(stats_gpu::checksum::crc32(bytes)));
+            rec.md5_slot = Md5Slot::Last;
+        }
+        SummaryMode::Statistics => {}
+    }
+    rec.max = Some(Stat::Null);
+    rec.min = Some(Stat::Null);
+    rec.mean = Some(Stat::Null);
+    rec.norm = Some(Stat::Null);
+    let mut value = rec.to_value();
+    if let Value::Object(m) = &mut value {
+        m.insert(crate::state::PENDING_KEY, Value::Int(id as i64));
+    }
+    Ok(value)
+}
+
+/// Builds the tensor record msprobe 26.2 writes for `info` under `opts` (its flavour picks
+/// PyTorch's or MindSpore's rules, see [`mindspore_record`]).
+pub fn tensor_record(info: &TensorInfo<'_>, opts: &Options) -> Result<Value> {
+    if opts.flavour == Flavour::MindSpore {
+        return mindspore_record(info, opts);
+    }
+    let mode = opts.mode;
+    let mut rec = record_head(info);
     if let (Some(bytes), Some(elem)) = (info.bytes, elem_type(info.dtype)) {
         let view = TensorView::new(elem, info.shape, bytes)
             .map_err(|e| Error::Tensor(format!("{} {:?}: {e}", info.dtype, info.shape)))?;
@@ -214,13 +260,7 @@ pub fn tensor_record(info: &TensorInfo<'_>, opts: &Options) -> Result<Value> {
 /// tensors arrive as their float32 copy (what msprobe converts them to before numpy sees them).
 /// Only `statistics` and `md5` modes exist for MindSpore.
 pub fn mindspore_record(info: &TensorInfo<'_>, opts: &Options) -> Result<Value> {
-    let mut rec = TensorRecord::new(
-        info.type_name,
-        info.dtype,
-        info.shape.iter().map(|&d| d as u64).collect(),
-    );
-    rec.requires_grad = info.requires_grad;
-    rec.data_name = info.data_name.map(str::to_owned);
+    let mut rec = record_head(info);
     rec.md5_slot = Md5Slot::Last;
     let Some(bytes) = info.bytes else {
         return Ok(rec.to_value());

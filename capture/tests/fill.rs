@@ -5,9 +5,11 @@ use std::path::Path;
 
 use capture::journal::{self, Fill, JournalWriter, Meta, Record};
 use capture::state::PENDING_KEY;
+use capture::stats::{TensorInfo, pending_record};
 use capture::{DumpState, Session};
 use dumpfmt::dump::{Checksum, Stat, TensorRecord};
 use dumpfmt::json::{self, Map, Value};
+use stats_gpu::summary::{Flavour, Options, Precision, SummaryMode};
 
 fn meta() -> Meta {
     Meta {
@@ -19,20 +21,36 @@ fn meta() -> Meta {
     }
 }
 
-/// A tensor record as the adapter builds it: `stats` filled in, or a placeholder (null
-/// statistics plus the pending marker) when `pending` is given.
-fn tensor(dtype: &str, shape: &[u64], stats: [Stat; 4], pending: Option<u64>) -> Value {
+/// A tensor record as the adapter builds it, statistics filled in.
+fn tensor(dtype: &str, shape: &[u64], stats: [Stat; 4]) -> Value {
     let mut r = TensorRecord::new("torch.Tensor", dtype, shape.to_vec());
     r.max = Some(stats[0]);
     r.min = Some(stats[1]);
     r.mean = Some(stats[2]);
     r.norm = Some(stats[3]);
     r.requires_grad = Some(true);
-    let mut v = r.to_value();
-    if let (Some(id), Value::Object(m)) = (pending, &mut v) {
-        m.insert(PENDING_KEY, Value::Int(id as i64));
-    }
-    v
+    r.to_value()
+}
+
+/// The placeholder the adapter journals for a tensor whose statistics come later under `id`.
+fn placeholder(dtype: &str, shape: &[u64], id: u64) -> Value {
+    let shape: Vec<usize> = shape.iter().map(|&d| d as usize).collect();
+    let info = TensorInfo {
+        type_name: "torch.Tensor",
+        dtype,
+        shape: &shape,
+        bytes: None,
+        requires_grad: Some(true),
+        data_name: None,
+        torch_threads: None,
+        torch_mean_norm: None,
+    };
+    let opts = Options {
+        mode: SummaryMode::Statistics,
+        precision: Precision::Low,
+        flavour: Flavour::PyTorch,
+    };
+    pending_record(&info, &opts, id).unwrap()
 }
 
 const NULLS: [Stat; 4] = [Stat::Null; 4];
@@ -81,7 +99,7 @@ fn pending_entries_and_fills_round_trip() {
         pending_entry(
             "Torch.abs.0.forward",
             "input_args",
-            vec![tensor("torch.float32", &[2, 3], NULLS, Some(7))],
+            vec![placeholder("torch.float32", &[2, 3], 7)],
             vec![7],
         ),
         Record::Fill(vec![
@@ -188,7 +206,7 @@ fn fills_patch_placeholders_in_msprobe_key_order() {
         "Torch.abs.0.forward",
         "input_args",
         vec![
-            tensor("torch.float32", &[2, 3], NULLS, Some(0)),
+            placeholder("torch.float32", &[2, 3], 0),
             Value::Object(Map::new().with("type", "int").with("value", 3)),
         ],
         vec![0],
@@ -197,7 +215,7 @@ fn fills_patch_placeholders_in_msprobe_key_order() {
     s.apply(&pending_entry(
         "Torch.abs.0.forward",
         "output",
-        vec![tensor("torch.int64", &[2, 2], NULLS, Some(1))],
+        vec![placeholder("torch.int64", &[2, 2], 1)],
         vec![1],
     ));
     assert_eq!(s.pending_len(), 2);
@@ -216,7 +234,7 @@ fn fills_patch_placeholders_in_msprobe_key_order() {
         body: Map::new().with(
             "input_args",
             Value::Array(vec![
-                tensor("torch.float32", &[2, 3], f32_stats(), None),
+                tensor("torch.float32", &[2, 3], f32_stats()),
                 Value::Object(Map::new().with("type", "int").with("value", 3)),
             ]),
         ),
@@ -230,7 +248,6 @@ fn fills_patch_placeholders_in_msprobe_key_order() {
                 "torch.int64",
                 &[2, 2],
                 [Stat::Int(40), Stat::Int(-20), Stat::Null, Stat::Null],
-                None,
             )]),
         ),
         reinsert: false,
@@ -248,8 +265,8 @@ fn missing_fills_write_null_statistics_and_later_fills_still_apply() {
         "Torch.add.0.forward",
         "input_args",
         vec![
-            tensor("torch.float32", &[2, 3], NULLS, Some(0)),
-            tensor("torch.bool", &[4], NULLS, Some(1)),
+            placeholder("torch.float32", &[2, 3], 0),
+            placeholder("torch.bool", &[4], 1),
         ],
         vec![0, 1],
     ))
@@ -265,9 +282,9 @@ fn missing_fills_write_null_statistics_and_later_fills_still_apply() {
         .and_then(Value::as_array)
         .unwrap()
         .to_vec();
-    assert_eq!(args[0], tensor("torch.float32", &[2, 3], f32_stats(), None));
+    assert_eq!(args[0], tensor("torch.float32", &[2, 3], f32_stats()));
     // Not filled yet: every key present, statistics null.
-    assert_eq!(args[1], tensor("torch.bool", &[4], NULLS, None));
+    assert_eq!(args[1], tensor("torch.bool", &[4], NULLS));
     // dumpfmt reads it as a valid dump.
     dumpfmt::dump::DumpFile::open(&rank.join("dump.json")).unwrap();
 
@@ -294,7 +311,7 @@ fn missing_fills_write_null_statistics_and_later_fills_still_apply() {
         .and_then(|e| e.get("input_args"))
         .and_then(Value::as_array)
         .unwrap()[1];
-    assert_eq!(*rec, tensor("torch.bool", &[4], bool_stats, None));
+    assert_eq!(*rec, tensor("torch.bool", &[4], bool_stats));
 }
 
 /// A run killed between its hooks and the readback: recovery applies every fill that reached
@@ -310,7 +327,7 @@ fn recovery_applies_fills_that_arrived_and_nulls_the_rest() {
         s.record(pending_entry(
             n,
             "output",
-            vec![tensor("torch.float32", &[2, 3], NULLS, Some(id))],
+            vec![placeholder("torch.float32", &[2, 3], id)],
             vec![id],
         ))
         .unwrap();
@@ -336,7 +353,7 @@ fn recovery_applies_fills_that_arrived_and_nulls_the_rest() {
         let want = if i < 4 { f32_stats() } else { NULLS };
         assert_eq!(
             **out,
-            Value::Array(vec![tensor("torch.float32", &[2, 3], want, None)]),
+            Value::Array(vec![tensor("torch.float32", &[2, 3], want)]),
             "{n}"
         );
     }
@@ -349,7 +366,7 @@ fn fills_of_removed_or_overwritten_records_are_dropped() {
     s.apply(&pending_entry(
         "Module.fc.Linear.parameters_grad.0",
         "weight",
-        vec![tensor("torch.float32", &[2], NULLS, Some(0))],
+        vec![placeholder("torch.float32", &[2], 0)],
         vec![0],
     ));
     s.apply(&Record::Remove {
@@ -358,7 +375,7 @@ fn fills_of_removed_or_overwritten_records_are_dropped() {
     s.apply(&pending_entry(
         "Torch.abs.0.forward",
         "output",
-        vec![tensor("torch.float32", &[2], NULLS, Some(1))],
+        vec![placeholder("torch.float32", &[2], 1)],
         vec![1],
     ));
     // The key is overwritten by a finished record before the fill comes.
@@ -366,7 +383,7 @@ fn fills_of_removed_or_overwritten_records_are_dropped() {
         name: "Torch.abs.0.forward".into(),
         body: Map::new().with(
             "output",
-            Value::Array(vec![tensor("torch.float32", &[2], f32_stats(), None)]),
+            Value::Array(vec![tensor("torch.float32", &[2], f32_stats())]),
         ),
         reinsert: false,
     });
@@ -384,7 +401,7 @@ fn fills_of_removed_or_overwritten_records_are_dropped() {
         .unwrap();
     assert_eq!(
         *out,
-        Value::Array(vec![tensor("torch.float32", &[2], f32_stats(), None)])
+        Value::Array(vec![tensor("torch.float32", &[2], f32_stats())])
     );
 }
 
@@ -443,7 +460,7 @@ fn writer_and_reader_agree_on_pending_records() {
         pending_entry(
             "Torch.abs.0.forward",
             "output",
-            vec![tensor("torch.float16", &[3], NULLS, Some(0))],
+            vec![placeholder("torch.float16", &[3], 0)],
             vec![0],
         ),
         Record::Fill(vec![fill(

@@ -8,10 +8,8 @@ mod accuracy;
 use std::path::PathBuf;
 
 use capture::journal::{Fill, Meta, Record};
-use capture::state::PENDING_KEY;
-use capture::stats::{TensorInfo, tensor_record};
+use capture::stats::{TensorInfo, pending_record, tensor_record, type_name};
 use capture::tensors::{TensorJob, TensorWriter};
-use dumpfmt::dump::{Checksum, Md5Slot, Stat, TensorRecord};
 use dumpfmt::json::{Map, Value};
 use pyo3::exceptions::{PyOSError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
@@ -214,10 +212,7 @@ impl Session {
         // SAFETY: see `borrow`.
         let bytes = unsafe { borrow(ptr, nbytes) };
         let info = TensorInfo {
-            type_name: match self.opts.flavour {
-                Flavour::MindSpore => "mindspore.Tensor",
-                Flavour::PyTorch => "torch.Tensor",
-            },
+            type_name: type_name(self.opts.flavour),
             dtype,
             shape: &shape,
             bytes: stats.then_some(bytes),
@@ -250,44 +245,27 @@ impl Session {
         data_name: Option<&str>,
         crc: Option<(usize, usize)>,
     ) -> PyResult<(TensorRec, u64)> {
-        let mut rec = TensorRecord::new(
-            match self.opts.flavour {
-                Flavour::MindSpore => "mindspore.Tensor",
-                Flavour::PyTorch => "torch.Tensor",
-            },
+        let shape: Vec<usize> = shape.iter().map(|&d| d as usize).collect();
+        let host = crc.map(|(ptr, nbytes)| {
+            // SAFETY: see `borrow`.
+            unsafe { borrow(ptr, nbytes) }
+        });
+        let info = TensorInfo {
+            type_name: type_name(self.opts.flavour),
             dtype,
-            shape,
-        );
-        match self.opts.mode {
-            SummaryMode::Xor => {
-                return Err(PyValueError::new_err(
-                    "xor mode has no device statistics: its checksum needs the bytes",
-                ));
-            }
-            SummaryMode::Md5 => {
-                let (ptr, nbytes) = crc.ok_or_else(|| {
-                    PyValueError::new_err("md5 mode needs the tensor's host bytes (crc)")
-                })?;
-                // SAFETY: see `borrow`.
-                let bytes = unsafe { borrow(ptr, nbytes) };
-                let c = py.detach(|| stats_gpu::checksum::crc32(bytes));
-                rec.md5 = Some(Checksum::Crc32(c));
-                rec.md5_slot = Md5Slot::Last;
-            }
-            SummaryMode::Statistics => {}
-        }
-        rec.max = Some(Stat::Null);
-        rec.min = Some(Stat::Null);
-        rec.mean = Some(Stat::Null);
-        rec.norm = Some(Stat::Null);
-        rec.requires_grad = requires_grad;
-        rec.data_name = data_name.map(str::to_owned);
+            shape: &shape,
+            bytes: host,
+            requires_grad,
+            data_name,
+            torch_threads: None,
+            torch_mean_norm: None,
+        };
         let id = self.next_pending;
+        let opts = self.opts;
+        let value = py
+            .detach(|| pending_record(&info, &opts, id))
+            .map_err(|e| PyValueError::new_err(e.to_string()))?;
         self.next_pending += 1;
-        let mut value = rec.to_value();
-        if let Value::Object(m) = &mut value {
-            m.insert(PENDING_KEY, Value::Int(id as i64));
-        }
         Ok((
             TensorRec {
                 value,
