@@ -7,6 +7,8 @@
 //! - `fused_speed digest`: one line per (case, size) with every field of the result (`{:?}`
 //!   prints shortest round-trip floats, so equal text means equal bits up to NaN payloads).
 
+#[path = "../tests/common/edges.rs"]
+mod edges;
 use std::time::Instant;
 
 use half::f16;
@@ -36,56 +38,9 @@ fn smooth(n: usize, seed: u64) -> (Vec<f64>, Vec<f64>) {
         .unzip()
 }
 
-/// Values on every edge the metrics care about.
-fn specials() -> Vec<f64> {
-    let p = |e: i32| 2f64.powi(e);
-    vec![
-        0.0,
-        -0.0,
-        f64::NAN,
-        f64::INFINITY,
-        f64::NEG_INFINITY,
-        1.0,
-        -1.0,
-        p(-10),
-        -p(-10),
-        p(-20),
-        p(-20) * (1.0 + p(-20)),
-        p(-10) * (1.0 - p(-12)),
-        p(-16),
-        p(-30),
-        1e-16,
-        1e-45,
-        p(-126),
-        p(-130),
-        p(-149),
-        p(-14),
-        p(-24),
-        p(-25),
-        65504.0,
-        65520.0,
-        70000.0,
-        f32::MAX as f64,
-        3.3895313892515355e38,
-        3.4e38,
-        1e300,
-        8.0 * (1.0 - p(-24)),
-        8.0 * (1.0 - p(-53)),
-        0.001,
-        0.01,
-        0.0001,
-        1.0 + p(-23),
-        1.0 - p(-24),
-        2.0 - p(-52),
-        0.5,
-        3.0e-5,
-        -6.1e-5,
-    ]
-}
-
 /// Smooth data with edge values sprinkled in at rate `1/every` (both sides, independently).
 fn nasty(n: usize, seed: u64, every: usize) -> (Vec<f64>, Vec<f64>) {
-    let sp = specials();
+    let sp = edges::edge_values();
     let (mut b, mut d) = smooth(n, seed);
     let mut r = Rng(seed ^ 0x5555);
     for i in 0..n {

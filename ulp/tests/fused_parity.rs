@@ -1,6 +1,8 @@
 //! Property tests: the fused pass agrees with the plain reference implementation on random data
 //! mixed with NaN, ±Inf, subnormals, signed zeros and values at every threshold.
 
+#[path = "common/edges.rs"]
+mod edges;
 use half::f16;
 use proptest::prelude::*;
 use ulp::PyVal;
@@ -8,52 +10,6 @@ use ulp::elem::FloatKind;
 use ulp::fused::DeviceFamily;
 use ulp::metrics::{FloatData, all_metrics};
 use ulp::reference::{self, Pair};
-
-/// Values that sit on the edges the metrics care about.
-fn special() -> Vec<f64> {
-    let p = |e: i32| 2f64.powi(e);
-    vec![
-        0.0,
-        -0.0,
-        f64::NAN,
-        f64::INFINITY,
-        f64::NEG_INFINITY,
-        1.0,
-        -1.0,
-        p(-10),
-        -p(-10),
-        p(-20),
-        p(-20) * (1.0 + p(-20)),
-        p(-10) * (1.0 - p(-12)),
-        p(-16),
-        p(-30),
-        1e-16,
-        1e-45,
-        1.4e-45,
-        p(-126),
-        p(-130),
-        p(-149),
-        p(-14),
-        p(-24),
-        p(-25),
-        65504.0,
-        65520.0,
-        70000.0,
-        f32::MAX as f64,
-        3.3895313892515355e38,
-        3.4e38,
-        1e300,
-        8.0 * (1.0 - p(-24)),
-        8.0 * (1.0 - p(-53)),
-        0.001,
-        0.01,
-        0.0001,
-        1.0 + p(-23),
-        1.0 - p(-24),
-        2.0 - p(-52),
-        0.5,
-    ]
-}
 
 #[derive(Clone, Debug)]
 enum Gen {
@@ -63,14 +19,14 @@ enum Gen {
 
 fn gen_value() -> impl Strategy<Value = Gen> {
     prop_oneof![
-        1 => (0..special().len()).prop_map(Gen::Special),
+        1 => (0..edges::edge_values().len()).prop_map(Gen::Special),
         3 => (-1.0f64..1.0, -30i32..30).prop_map(|(m, e)| Gen::Normal(m, e)),
     ]
 }
 
 fn value(g: &Gen) -> f64 {
     match g {
-        Gen::Special(i) => special()[*i],
+        Gen::Special(i) => edges::edge_values()[*i],
         Gen::Normal(m, e) => m * 2f64.powi(*e),
     }
 }
@@ -294,7 +250,7 @@ proptest! {
 /// errors crosses block, leaf and window edges unevenly.
 #[test]
 fn fused_matches_reference_across_windows() {
-    let sp = special();
+    let sp = edges::edge_values();
     let mut state = 0x2545_F491_4F6C_DD1Du64;
     let mut next = move || {
         state ^= state << 13;

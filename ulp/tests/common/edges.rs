@@ -1,0 +1,51 @@
+//! Values on every edge the accuracy metrics care about (zeros, infinities, NaN, thresholds,
+//! subnormals, binade tops, fp16/bf16/fp32 limits), shared by the fused pass's parity test and
+//! its speed/digest example.
+
+/// The edge values, as f64 (each test casts them to its dtypes).
+pub fn edge_values() -> Vec<f64> {
+    let p = |e: i32| 2f64.powi(e);
+    vec![
+        0.0,
+        -0.0,
+        f64::NAN,
+        f64::INFINITY,
+        f64::NEG_INFINITY,
+        1.0,
+        -1.0,
+        p(-10),
+        -p(-10),
+        p(-20),
+        p(-20) * (1.0 + p(-20)),
+        p(-10) * (1.0 - p(-12)),
+        p(-16),
+        p(-30),
+        1e-16,
+        1e-45,
+        1.4e-45,
+        p(-126),
+        p(-130),
+        p(-149),
+        p(-14),
+        p(-24),
+        p(-25),
+        65504.0,
+        65520.0,
+        70000.0,
+        f32::MAX as f64,
+        3.3895313892515355e38,
+        3.4e38,
+        1e300,
+        8.0 * (1.0 - p(-24)),
+        8.0 * (1.0 - p(-53)),
+        0.001,
+        0.01,
+        0.0001,
+        1.0 + p(-23),
+        1.0 - p(-24),
+        2.0 - p(-52),
+        0.5,
+        3.0e-5,
+        -6.1e-5,
+    ]
+}
