@@ -9,7 +9,9 @@ Each (tool, configuration) runs in its own process (msprobe and numprobe both pa
 with --rounds N the processes are interleaved N times and medians over all rounds are shown,
 which evens out a machine whose load changes during the run. Also reported per tool: the
 median CPU time per step of the whole process (all threads), and the CPU load average, since
-wall-clock figures on a shared machine move with other work. The issue's goals: statistics L1
+wall-clock figures on a shared machine move with other work; "paired" is the median over
+rounds of each round's ratio to that round's bare run (robust to a machine whose speed drifts
+between rounds). The issue's goals: statistics L1
 <= 1.3x, md5 <= 1.6x on the ~50M-parameter model (--model big).
 """
 import argparse
@@ -88,15 +90,23 @@ def main():
     wall = {}
     cpu = {}
     load = []
+    # Per round, each tool's median step over the same round's bare median: a machine whose
+    # speed drifts between rounds moves both sides of these ratios alike.
+    paired = {}
     with tempfile.TemporaryDirectory() as tmp:
         for _ in range(a.rounds):
             jobs = [("none", "L1")] + [(t, c) for c in confs for t in tools]
+            bare = None
             for tool, conf in jobs:
                 key = "none" if tool == "none" else (tool, conf)
                 w, c = timed(tool, conf, a, tmp)
                 wall.setdefault(key, []).extend(w)
                 if c is not None:
                     cpu.setdefault(key, []).extend(c)
+                if tool == "none":
+                    bare = statistics.median(w)
+                else:
+                    paired.setdefault(key, []).append(statistics.median(w) / bare)
                 load.append(os.getloadavg()[0])
     med = {k: statistics.median(v) for k, v in wall.items()}
     base = med["none"]
@@ -104,22 +114,24 @@ def main():
     print(f"model {a.model}, torch threads {a.threads}, {a.steps} steps x {a.rounds} round(s); "
           f"load average during the run {min(load):.1f}-{max(load):.1f}")
     print(f"without tool: {base * 1e3:.1f} ms/step (CPU {base_cpu * 1e3:.1f} ms)")
-    print("| config | numprobe ms | slowdown | numprobe CPU ms | CPU ratio |"
-          + ("" if a.no_msprobe else " msprobe ms | slowdown |"))
-    print("|---|---|---|---|---|" + ("" if a.no_msprobe else "---|---|"))
+    print("| config | numprobe ms | slowdown | paired | numprobe CPU ms | CPU ratio |"
+          + ("" if a.no_msprobe else " msprobe ms | slowdown | paired |"))
+    print("|---|---|---|---|---|---|" + ("" if a.no_msprobe else "---|---|---|"))
     res = {"model": a.model, "baseline_ms": base * 1e3, "baseline_cpu_ms": base_cpu * 1e3,
            "load": [min(load), max(load)], "configs": {}}
     for c in confs:
         n = med[("numprobe", c)]
         ncpu = statistics.median(cpu[("numprobe", c)])
-        row = {"numprobe_ms": n * 1e3, "numprobe_x": n / base, "numprobe_cpu_ms": ncpu * 1e3,
-               "numprobe_cpu_x": ncpu / base_cpu}
-        line = (f"| {c} | {n * 1e3:.1f} | {n / base:.2f}x | {ncpu * 1e3:.1f} | "
+        npair = statistics.median(paired[("numprobe", c)])
+        row = {"numprobe_ms": n * 1e3, "numprobe_x": n / base, "numprobe_paired_x": npair,
+               "numprobe_cpu_ms": ncpu * 1e3, "numprobe_cpu_x": ncpu / base_cpu}
+        line = (f"| {c} | {n * 1e3:.1f} | {n / base:.2f}x | {npair:.2f}x | {ncpu * 1e3:.1f} | "
                 f"{ncpu / base_cpu:.2f}x |")
         if not a.no_msprobe:
             m = med[("msprobe", c)]
-            row.update(msprobe_ms=m * 1e3, msprobe_x=m / base)
-            line += f" {m * 1e3:.1f} | {m / base:.2f}x |"
+            mpair = statistics.median(paired[("msprobe", c)])
+            row.update(msprobe_ms=m * 1e3, msprobe_x=m / base, msprobe_paired_x=mpair)
+            line += f" {m * 1e3:.1f} | {m / base:.2f}x | {mpair:.2f}x |"
         res["configs"][c] = row
         print(line)
     if a.json:

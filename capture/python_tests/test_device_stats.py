@@ -347,3 +347,32 @@ def test_cuda_step_syncs_once(tmp_path, fixture):
             for r, w in zip(mine, theirs):
                 assert (r["dtype"], r["shape"]) == (w["dtype"], w["shape"]), name
                 assert [type(r[k]) for k in STATS] == [type(w[k]) for k in STATS], name
+
+
+def test_pt_files_name_the_device_the_tensor_lived_on(tmp_path):
+    """msprobe saves a device tensor from its device, so torch.save writes that device as the
+    storage location; numprobe's .pt files say the same (and load with map_location)."""
+    import zipfile
+
+    import torch
+    from numprobe._native import Session
+    from numprobe.pytorch.recorder import _location
+
+    assert _location(torch.device("cpu")) == "cpu"
+    assert _location(torch.device("cuda", 1)) == "cuda:1"
+    assert _location(torch.device("meta")) == "meta"
+    s = Session(str(tmp_path / "d"), "tensor", "L1", "pytorch", str(tmp_path / "d" / "t"), False,
+                "statistics")
+    os.makedirs(tmp_path / "d" / "t")
+    t = torch.arange(12, dtype=torch.float32).reshape(3, 4)
+    for name, loc in (("a.pt", "cpu"), ("b.pt", "cuda:0"), ("c.pt", "npu:3")):
+        s.save_tensor(str(tmp_path / "d" / "t" / name), t.data_ptr(), 48, "torch.float32",
+                      [3, 4], loc)
+    s.close()
+    for name, loc in (("a.pt", "cpu"), ("b.pt", "cuda:0"), ("c.pt", "npu:3")):
+        path = str(tmp_path / "d" / "t" / name)
+        with zipfile.ZipFile(path) as z:
+            pkl = z.read([n for n in z.namelist() if n.endswith("data.pkl")][0])
+        assert loc.encode() in pkl, (name, pkl)
+        got = torch.load(path, map_location="cpu", weights_only=True)
+        assert torch.equal(got, t)

@@ -107,7 +107,7 @@ def _run(base, name):
     else:
         cmd = [sys.executable, SCRIPT, "--tool", tool, "--config", "config.json",
                "--steps", str(steps)] + extra
-    r = subprocess.run(cmd, cwd=d, env=env, capture_output=True, text=True, timeout=300)
+    r = subprocess.run(cmd, cwd=d, env=env, capture_output=True, text=True, timeout=900)
     for fname, text in (("stdout.log", r.stdout), ("stderr.log", r.stderr), ("rc", str(r.returncode))):
         with open(os.path.join(d, fname), "w") as f:
             f.write(text)

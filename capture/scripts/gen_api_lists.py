@@ -8,7 +8,8 @@ import sys
 
 import yaml
 
-SECTIONS = ["functional", "tensor", "torch", "_VF", "aten", "distributed", "npu_distributed"]
+SECTIONS = ["functional", "tensor", "torch", "_VF", "aten", "distributed", "npu_distributed",
+            "torch_npu"]
 
 
 def main():

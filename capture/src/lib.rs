@@ -4,15 +4,18 @@
 //! * [`journal`]: the crash-safe, append-only record of everything captured.
 //! * [`state`]: replays records into dump.json / stack.json / construct.json.
 //! * [`stats`]: tensor records with statistics from stats-gpu, read in place.
+//! * [`stats_worker`]: the same records computed on a second thread while training goes on,
+//!   delivered as fills of placeholder records (below).
 //! * [`tensors`]: `.pt` files written on a background thread.
 //! * [`torch_order`]: float32 Mean/Norm in PyTorch's CPU summation order.
 //! * [`Session`] ties them together for one rank directory; [`recover`] rebuilds the JSON
 //!   files of a killed run from its journals.
 //!
-//! Device statistics: an adapter that computes a tensor's statistics on its device journals
-//! the entry at hook time with a placeholder record ([`Record::PendingEntry`], the record
-//! carrying [`state::PENDING_KEY`] and `null` statistics) and the values later, after one
-//! readback for many tensors ([`Session::fill`]). The JSON files and [`recover`] apply every
+//! Device statistics (and host statistics on the [`stats_worker`] thread): an adapter that
+//! computes a tensor's statistics elsewhere journals the entry at hook time with a placeholder
+//! record ([`Record::PendingEntry`], the record carrying [`state::PENDING_KEY`] and `null`
+//! statistics) and the values later ([`Session::fill`]: after one readback for many device
+//! tensors, or when the statistics thread has finished). The JSON files and [`recover`] apply every
 //! fill that reached the journal. A record whose fill never came (the process was killed
 //! between the hook and the readback) is written with its statistic keys present and `null`:
 //! the entry keeps its place, name, dtype, shape and `requires_grad`, which a comparison can
@@ -22,6 +25,7 @@ pub mod error;
 pub mod journal;
 pub mod state;
 pub mod stats;
+pub mod stats_worker;
 pub mod tensors;
 pub mod torch_order;
 

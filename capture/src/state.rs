@@ -72,8 +72,9 @@ pub struct DumpState {
     stack_index: HashMap<Vec<String>, usize>,
     construct: Vec<(String, Value)>,
     construct_index: HashMap<String, usize>,
-    /// Pending tensor records whose fill has not come yet: id -> entry name.
-    pending: HashMap<u64, String>,
+    /// Pending tensor records whose fill has not come yet: id -> the entries holding it (one
+    /// placeholder may be reused by several entries while its statistics are computed).
+    pending: HashMap<u64, Vec<String>>,
 }
 
 impl Default for DumpState {
@@ -121,7 +122,11 @@ impl DumpState {
 
     /// Entries holding a pending record (their bodies need the marker stripped when written).
     fn unresolved_entries(&self) -> HashSet<&str> {
-        self.pending.values().map(String::as_str).collect()
+        self.pending
+            .values()
+            .flatten()
+            .map(String::as_str)
+            .collect()
     }
 
     /// Number of entries in `data`.
@@ -229,10 +234,10 @@ impl DumpState {
         let mut names: Vec<String> = Vec::new();
         let mut seen = HashSet::new();
         for f in fills {
-            if let Some(n) = self.pending.remove(&f.id)
-                && seen.insert(n.clone())
-            {
-                names.push(n);
+            for n in self.pending.remove(&f.id).into_iter().flatten() {
+                if seen.insert(n.clone()) {
+                    names.push(n);
+                }
             }
         }
         for n in names {
@@ -265,7 +270,10 @@ impl DumpState {
             } => {
                 self.merge_entry(name, body, *reinsert);
                 for &id in pending {
-                    self.pending.insert(id, name.clone());
+                    let names = self.pending.entry(id).or_default();
+                    if !names.contains(name) {
+                        names.push(name.clone());
+                    }
                 }
             }
             Record::Fill(fills) => self.apply_fills(fills),
@@ -358,7 +366,7 @@ impl DumpState {
         // every stop/step and the data holds every record of the step. An entry whose device
         // statistics never arrived is written from a copy without the pending markers (its
         // records keep `null` statistics), so a later fill still finds them.
-        let unresolved: HashSet<String> = self.pending.values().cloned().collect();
+        let unresolved: HashSet<String> = self.pending.values().flatten().cloned().collect();
         let mut lent = Vec::with_capacity(if unresolved.is_empty() {
             0
         } else {

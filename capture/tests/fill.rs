@@ -483,3 +483,53 @@ fn writer_and_reader_agree_on_pending_records() {
     assert_eq!(rp.ignored_tail, 0);
     assert!(Path::new(&path).exists());
 }
+
+/// One placeholder in two entries (the statistics thread's record of a tensor reused before its
+/// statistics came): one fill completes both, and a fill journaled again after a later entry
+/// reuses the placeholder completes that one too.
+#[test]
+fn one_fill_completes_every_entry_holding_its_placeholder() {
+    let mut s = DumpState::new();
+    s.apply(&Record::Meta(meta()));
+    let p = placeholder("torch.float32", &[4096], 3);
+    s.apply(&pending_entry(
+        "Tensor.add_.0.forward",
+        "output",
+        vec![p.clone()],
+        vec![3],
+    ));
+    s.apply(&pending_entry(
+        "Tensor.add_.1.forward",
+        "input_args",
+        vec![p.clone()],
+        vec![3],
+    ));
+    assert_eq!(s.pending_len(), 1);
+    s.apply(&Record::Fill(vec![fill(3, f32_stats())]));
+    let want = tensor("torch.float32", &[4096], f32_stats());
+    for (name, key) in [
+        ("Tensor.add_.0.forward", "output"),
+        ("Tensor.add_.1.forward", "input_args"),
+    ] {
+        assert_eq!(
+            s.entry(name).unwrap().get(key),
+            Some(&Value::Array(vec![want.clone()])),
+            "{name}"
+        );
+    }
+    assert_eq!(s.pending_len(), 0);
+    s.apply(&pending_entry(
+        "Tensor.mul_.0.forward",
+        "input_args",
+        vec![p],
+        vec![3],
+    ));
+    assert_eq!(s.unfilled_records(), 1);
+    s.apply(&Record::Fill(vec![fill(3, f32_stats())]));
+    assert_eq!(
+        s.entry("Tensor.mul_.0.forward").unwrap().get("input_args"),
+        Some(&Value::Array(vec![want]))
+    );
+    assert_eq!(s.unfilled_records(), 0);
+    assert!(!has_key(&s.dump_value(), PENDING_KEY));
+}

@@ -5,10 +5,12 @@
 
 mod accuracy;
 
+use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 
 use capture::journal::{Fill, Meta, Record};
 use capture::stats::{TensorInfo, pending_record, tensor_record, type_name};
+use capture::stats_worker::{StatsJob, StatsWorker, fill_of};
 use capture::tensors::{TensorJob, TensorWriter};
 use dumpfmt::json::{Map, Value};
 use pyo3::exceptions::{PyOSError, PyTypeError, PyValueError};
@@ -122,6 +124,15 @@ fn dict_to_map(d: &Bound<'_, PyDict>, depth: usize, pending: &mut Vec<u64>) -> P
 /// The capture of one rank directory.
 #[pyclass(module = "numprobe._native")]
 struct Session {
+    /// Declared before `owners`: dropping it finishes every job while their memory is held.
+    worker: Option<StatsWorker>,
+    /// What keeps each job's memory alive (the tensor's storage), until `reap` reports it.
+    owners: HashMap<u64, Py<PyAny>>,
+    /// Statistics of finished jobs, by pending id (an entry journaled later that reuses the
+    /// placeholder gets its fill from here).
+    finished: HashMap<u64, Fill>,
+    /// Pending ids that appear in a journaled entry (a fill may only follow its entry).
+    journaled: HashSet<u64>,
     inner: Option<capture::Session>,
     tensors: TensorWriter,
     opts: Options,
@@ -136,6 +147,47 @@ impl Session {
         self.inner
             .as_mut()
             .ok_or_else(|| PyValueError::new_err("session is closed"))
+    }
+
+    /// Takes the statistics thread's finished jobs (after completing `wait_for`, or all with
+    /// `all`), journals the fills of those whose entry is journaled, and releases their memory.
+    fn collect(
+        &mut self,
+        py: Python<'_>,
+        wait_for: &[u64],
+        all: bool,
+    ) -> PyResult<Vec<(u64, Option<Value>)>> {
+        let Some(worker) = &self.worker else {
+            return Ok(Vec::new());
+        };
+        let done = py.detach(|| {
+            if all {
+                worker.complete_all();
+            } else {
+                for &id in wait_for {
+                    worker.complete(id);
+                }
+            }
+            worker.take_finished()
+        });
+        let mut fills = Vec::new();
+        let mut out = Vec::with_capacity(done.len());
+        for (id, result) in done {
+            self.owners.remove(&id);
+            // Inputs are checked at submission, so a failed job is not expected; its record
+            // keeps null statistics, as a killed run's would.
+            let record = result.ok();
+            if let Some(r) = &record {
+                let fill = fill_of(id, r);
+                if self.journaled.contains(&id) {
+                    fills.push(fill.clone());
+                }
+                self.finished.insert(id, fill);
+            }
+            out.push((id, record));
+        }
+        self.inner()?.fill(fills).map_err(os_err)?;
+        Ok(out)
     }
 }
 
@@ -181,6 +233,10 @@ impl Session {
         };
         let inner = capture::Session::create(&dir, meta).map_err(os_err)?;
         Ok(Session {
+            worker: None,
+            owners: HashMap::new(),
+            finished: HashMap::new(),
+            journaled: HashSet::new(),
             inner: Some(inner),
             tensors: TensorWriter::new(),
             opts,
@@ -229,6 +285,95 @@ impl Session {
             value,
             pending: None,
         })
+    }
+
+    /// A placeholder record of a statistics-mode PyTorch tensor whose statistics the
+    /// statistics thread computes from `ptr` (contiguous CPU memory, as for `tensor`) while
+    /// the caller goes on; returns it and its job id. `owner` (the tensor's storage) is held
+    /// until `reap` reports the job; the caller must not let the memory be written before
+    /// then (`reap(wait_for=[id])` first). See `capture::stats_worker`.
+    #[allow(clippy::too_many_arguments)]
+    fn tensor_async(
+        &mut self,
+        py: Python<'_>,
+        ptr: usize,
+        nbytes: usize,
+        dtype: &str,
+        shape: Vec<usize>,
+        requires_grad: Option<bool>,
+        owner: Py<PyAny>,
+    ) -> PyResult<(TensorRec, u64)> {
+        if self.opts.mode != SummaryMode::Statistics || self.opts.flavour != Flavour::PyTorch {
+            return Err(PyValueError::new_err(
+                "statistics on the statistics thread need a PyTorch session in statistics mode",
+            ));
+        }
+        let dt = dumpfmt::DType::from_torch_name(dtype)
+            .ok_or_else(|| PyValueError::new_err(format!("unsupported dtype {dtype}")))?;
+        let numel: usize = shape.iter().product();
+        if numel.checked_mul(dt.size()) != Some(nbytes) || (nbytes > 0 && ptr == 0) {
+            return Err(PyValueError::new_err(format!(
+                "{dtype} {shape:?} needs {} bytes, got {nbytes}",
+                numel.saturating_mul(dt.size())
+            )));
+        }
+        let info = TensorInfo {
+            type_name: type_name(self.opts.flavour),
+            dtype,
+            shape: &shape,
+            bytes: None,
+            requires_grad,
+            data_name: None,
+            torch_threads: None,
+            torch_mean_norm: None,
+        };
+        let id = self.next_pending;
+        let value = pending_record(&info, &self.opts, id)
+            .map_err(|e| PyValueError::new_err(e.to_string()))?;
+        if self.worker.is_none() {
+            self.worker = Some(StatsWorker::new(self.opts, self.torch_threads).map_err(os_err)?);
+        }
+        self.next_pending += 1;
+        self.owners.insert(id, owner);
+        // SAFETY: `owner` keeps the memory allocated until the job is reaped, and the adapter
+        // completes the job before anything writes into it (method contract).
+        let job =
+            unsafe { StatsJob::new(id, ptr, nbytes, dtype.to_string(), shape, requires_grad) };
+        let worker = self.worker.as_ref().expect("started above");
+        py.detach(|| worker.submit(job));
+        Ok((
+            TensorRec {
+                value,
+                pending: Some(id),
+            },
+            id,
+        ))
+    }
+
+    /// Jobs of `tensor_async` finished since the last call, as `(id, record)` (record None
+    /// for a job that failed): their statistics are journaled and their memory released.
+    /// `wait_for`: ids to complete first (a job not started runs on this thread); `all`:
+    /// complete every job.
+    #[pyo3(signature = (wait_for=None, all=false))]
+    fn reap(
+        &mut self,
+        py: Python<'_>,
+        wait_for: Option<Vec<u64>>,
+        all: bool,
+    ) -> PyResult<Vec<(u64, Option<TensorRec>)>> {
+        let done = self.collect(py, wait_for.as_deref().unwrap_or(&[]), all)?;
+        Ok(done
+            .into_iter()
+            .map(|(id, r)| {
+                (
+                    id,
+                    r.map(|value| TensorRec {
+                        value,
+                        pending: None,
+                    }),
+                )
+            })
+            .collect())
     }
 
     /// A placeholder tensor record for statistics computed on the tensor's device: its
@@ -320,6 +465,9 @@ impl Session {
     /// Copies the tensor's bytes and queues a file for the writer thread: `.npy` (as `np.save`
     /// writes it) when `path` ends in `.npy`, else `.pt`. `dtype` is a torch name
     /// (`torch.float32`) or a numpy array's `dtype.str` (`<f4`, `|b1`; little-endian only).
+    /// `location`: the storage location a `.pt` file names (`cpu`, `cuda:0`...: where the
+    /// tensor lived, as `torch.save` of a device tensor writes it).
+    #[pyo3(signature = (path, ptr, nbytes, dtype, shape, location="cpu"))]
     fn save_tensor(
         &self,
         path: PathBuf,
@@ -327,6 +475,7 @@ impl Session {
         nbytes: usize,
         dtype: &str,
         shape: Vec<usize>,
+        location: &str,
     ) -> PyResult<()> {
         let dt = dumpfmt::DType::from_torch_name(dtype)
             .or_else(|| dumpfmt::DType::from_npy_descr(dtype))
@@ -341,7 +490,7 @@ impl Session {
                 dtype: dt,
                 shape,
                 bytes,
-                location: "cpu".into(),
+                location: location.into(),
             })
             .map_err(os_err)
     }
@@ -351,21 +500,29 @@ impl Session {
     fn entry(&mut self, name: String, body: &Bound<'_, PyDict>, reinsert: bool) -> PyResult<()> {
         let mut pending = Vec::new();
         let body = dict_to_map(body, 0, &mut pending)?;
-        let rec = if pending.is_empty() {
-            Record::Entry {
+        if pending.is_empty() {
+            let rec = Record::Entry {
                 name,
                 body,
                 reinsert,
-            }
-        } else {
-            Record::PendingEntry {
-                name,
-                body,
-                reinsert,
-                pending,
-            }
+            };
+            return self.inner()?.record(rec).map_err(os_err);
+        }
+        // Placeholders whose statistics thread job finished already get their fill now.
+        let fills: Vec<Fill> = pending
+            .iter()
+            .filter_map(|id| self.finished.get(id).cloned())
+            .collect();
+        self.journaled.extend(pending.iter().copied());
+        let rec = Record::PendingEntry {
+            name,
+            body,
+            reinsert,
+            pending,
         };
-        self.inner()?.record(rec).map_err(os_err)
+        let inner = self.inner()?;
+        inner.record(rec).map_err(os_err)?;
+        inner.fill(fills).map_err(os_err)
     }
 
     fn remove(&mut self, name: String) -> PyResult<()> {
@@ -402,6 +559,11 @@ impl Session {
 
     /// Waits for the tensor files, writes the JSON files and closes the journal.
     fn close(&mut self, py: Python<'_>) -> PyResult<()> {
+        if self.inner.is_some() {
+            self.collect(py, &[], true)?;
+        }
+        self.worker = None;
+        self.owners.clear();
         let tensors = &mut self.tensors;
         let waited = py.detach(|| tensors.finish());
         if let Some(mut s) = self.inner.take() {

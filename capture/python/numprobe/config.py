@@ -52,6 +52,14 @@ class DumpConfig:
         self.precision = raw.get("precision", "low")
         if self.precision not in ("low", "high"):
             raise ConfigError("precision must be 'low' or 'high'")
+        # torch.ops namespaces whose operators are recorded as `{namespace}.{op}` (msprobe's
+        # key; pytorch/_ops_hooks.py).
+        if "custom_op_namespaces" in raw:
+            self.custom_op_namespaces = _list(raw, "custom_op_namespaces", "config")
+            if not all(isinstance(n, str) and n for n in self.custom_op_namespaces):
+                raise ConfigError("custom_op_namespaces must be a list of namespace names")
+        else:
+            self.custom_op_namespaces = ["_C_ascend"]
         self.risk_level = raw.get("risk_level", "FOCUS") or "ALL"
         if self.risk_level not in RISK_LEVELS:
             raise ConfigError(f"risk_level must be one of {RISK_LEVELS}")

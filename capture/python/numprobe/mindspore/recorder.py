@@ -714,7 +714,13 @@ class Recorder:
             # msprobe checks the Cell's name here (not the entry's), and keeps the gradients
             # of a Cell whose backward was recorded.
             keep = self._collect(owner) or owner in self.cells_with_backward
-            if keep and self.cfg.task != "structure":
+            if not keep:
+                # A gradient refused here drops the whole entry of this call number, with
+                # the gradients of the Cell's other parameters that were kept before it
+                # (msprobe's rule: a scope closing between a Cell's parameter gradients).
+                if self.session.has_entry(name):
+                    self.session.remove(name)
+            elif self.cfg.task != "structure":
                 with _Busy():
                     fb = f"{name}" if self.cfg.saves_tensors(name) else None
                     rec = self._value(grad, [pname], fb)

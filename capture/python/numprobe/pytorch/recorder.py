@@ -12,11 +12,21 @@ Cost per recorded tensor is kept low by:
 * caching call stacks by code object and line, and journaling a repeated stack as a reference
   to its group.
 
-Statistics are computed synchronously, on the training thread, before the API runs (inputs)
-and right after it (outputs): the journal holds every entry whose hook has returned, so a
-process killed at any point keeps every API recorded before the kill (a background pass would
-lose the entries still in flight and would have to guard against in-place updates that the
-mode does not see).
+Statistics are computed on the training thread, before the API runs (inputs) and right after
+it (outputs): the journal holds every entry whose hook has returned, so a process killed at any
+point keeps every API recorded before the kill.
+
+When torch leaves a core idle (fewer torch threads than cores; ``NUMPROBE_ASYNC_STATS=1``/``0``
+forces it on/off), the statistics of large CPU tensors (``_ASYNC_MIN_BYTES``) in statistics mode
+go to a second thread instead (``capture::stats_worker``): the entry is journaled at once with
+a placeholder record, the training thread runs the next operators, and the statistics follow
+as a fill record within milliseconds (a run killed in between keeps the entry, with ``null``
+statistics, like device statistics below). Until its job is done the tensor's storage is held
+and nothing may write into it: every call the mode sees that writes into its arguments
+(``_guard_writes``: in-place methods and operators, ``out=``, ``inplace=True``, batch-norm
+running statistics, collectives, ``backward``) first completes the jobs of the storages it
+writes, running a job that has not started on the training thread. Writes the mode cannot see
+(numpy views, a DDP reducer's thread) would race, so distributed runs keep the synchronous path.
 
 Tensors on other devices (CUDA, NPU...) keep their statistics on the device
 (``_device_tensor``): msprobe's Max/Min/Mean/Norm are computed there with the same torch ops
@@ -43,6 +53,7 @@ from torch.overrides import TorchFunctionMode
 
 from .._native import fingerprint as _fingerprint
 from . import _api_lists
+from . import _ops_hooks
 from .risk import is_recorded_at
 
 _PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -54,6 +65,26 @@ _NO_TORCH_FUNCTION = torch._C.DisableTorchFunction
 _CACHE_MIN_BYTES = 64 << 10
 _DTYPE_NAMES = {}
 _STORAGE = torch.UntypedStorage
+# Statistics of tensors from this size on may go to the statistics thread (module docstring):
+# below it the pass is shorter than handing it over.
+_ASYNC_MIN_BYTES = 1 << 20
+_ASYNC_DTYPES = frozenset((torch.float32, torch.float16, torch.bfloat16))
+# Calls that write into their first argument although their name does not end in "_".
+_INPLACE_DUNDERS = frozenset((
+    "__iadd__", "__isub__", "__imul__", "__itruediv__", "__ifloordiv__", "__imod__", "__ipow__",
+    "__iand__", "__ior__", "__ixor__", "__ilshift__", "__irshift__", "__imatmul__", "__setitem__",
+))
+# Calls that may write into any tensor argument: running statistics and collectives.
+_WRITES_ANY_ARG = frozenset((
+    "batch_norm", "instance_norm", "_batch_norm_impl_index", "native_batch_norm",
+    "_native_batch_norm_legit", "batch_norm_update_stats", "batch_norm_gather_stats",
+    "batch_norm_gather_stats_with_counts", "all_reduce", "broadcast", "reduce", "all_gather",
+    "all_gather_into_tensor", "_all_gather_base", "all_gather_object", "reduce_scatter",
+    "reduce_scatter_tensor", "_reduce_scatter_base", "all_to_all", "all_to_all_single", "recv",
+    "irecv", "scatter", "gather", "batch_isend_irecv",
+))
+# Calls after which autograd may write into gradients it accumulates: every job completes.
+_WAIT_ALL = frozenset(("backward", "grad", "run_backward", "_engine_run_backward"))
 # Dtypes whose statistics are computed on the device (others, complex and float8 among them,
 # are copied to the host as CPU tensors are read: msprobe itself uses numpy for complex).
 _DEV_FLOATS = (torch.float16, torch.bfloat16, torch.float32)
@@ -165,6 +196,7 @@ def _unpatch_namespaces():
     while _PATCHED:
         ns, name, orig = _PATCHED.pop()
         setattr(ns, name, orig)
+    _ops_hooks.uninstall()
 
 
 class _Mode(TorchFunctionMode):
@@ -180,6 +212,8 @@ class _Mode(TorchFunctionMode):
             _tls.hint = None
         rec = self.rec
         if _busy() or not rec.api_enabled:
+            if rec.async_storages:
+                rec._guard_writes(func, args, kwargs)
             return func(*args, **kwargs)
         if hint is not None:
             api = ("Tensor", hint)
@@ -192,6 +226,8 @@ class _Mode(TorchFunctionMode):
             # Not hooked. torch pops this mode while func runs, so APIs called inside an
             # unhooked Python-level torch function are not seen (re-entering the mode would
             # make the function dispatch to itself again).
+            if rec.async_storages:
+                rec._guard_writes(func, args, kwargs)
             return func(*args, **kwargs)
         return rec.call_api(api, func, args, kwargs)
 
@@ -220,6 +256,14 @@ def _quiet_backward_hook_setup():
             return quiet
 
         setattr(cls, meth, make(orig))
+
+
+def _location(device):
+    """The storage location torch.save writes for a tensor on `device` (msprobe saves device
+    tensors from the device, so its .pt files name it: "cuda:0", "npu:1")."""
+    if device.type == "cpu":
+        return "cpu"
+    return device.type if device.index is None else f"{device.type}:{device.index}"
 
 
 def _int_or_none(x):
@@ -260,6 +304,12 @@ class Recorder:
         self.stack_gids = {}  # call-site key -> stack group of the current session
         self.stats_cache = {}  # (storage, ptr, shape, dtype, rg) -> (weak storage, version, sample, rec)
         self.cache_hits = 0
+        # Statistics thread (module docstring): on for the current session; jobs in flight by
+        # id, the placeholder of each cache key in flight, job ids by storage (_cdata).
+        self.async_stats = False
+        self.async_jobs = {}  # id -> (cache key, version, sample, weak storage, storage cdata)
+        self.async_keys = {}  # cache key -> (id, version, placeholder rec)
+        self.async_storages = {}  # storage cdata -> [ids]
         self.may_save = cfg.task == "tensor" or bool(cfg.tensor_list)
         # msprobe takes float32 Mean/Norm from torch under precision low.
         self.torch_order = cfg.precision == "low" and cfg.summary_mode != "xor"
@@ -324,7 +374,26 @@ class Recorder:
             self.dir, cfg.task, cfg.level, "pytorch", dump_data_dir, cfg.extra_info,
             cfg.summary_mode, cfg.precision, torch.get_num_threads(),
         )
+        self.async_stats = self._async_stats_wanted()
         return True
+
+    def _async_stats_wanted(self):
+        cfg = self.cfg
+        # The mode guards writes (module docstring), so only levels that install it qualify;
+        # fills carry statistics, not checksums.
+        if cfg.summary_mode != "statistics" or cfg.level not in ("L1", "mix"):
+            return False
+        forced = os.environ.get("NUMPROBE_ASYNC_STATS", "auto")
+        if forced in ("0", "1"):
+            return forced == "1"
+        if (torch.distributed.is_available() and torch.distributed.is_initialized()
+                and torch.distributed.get_world_size() > 1):
+            return False
+        try:
+            cores = len(os.sched_getaffinity(0))
+        except AttributeError:
+            cores = os.cpu_count() or 1
+        return torch.get_num_threads() < cores
 
     def start(self, model=None):
         if not self.ensure_session():
@@ -341,6 +410,7 @@ class Recorder:
             if self.mode is None:
                 api_map()
                 _patch_namespaces()
+                _ops_hooks.install(self.cfg)
                 _ACTIVE[0] = self
                 self.mode = _Mode(self)
                 self.mode.__enter__()
@@ -356,6 +426,8 @@ class Recorder:
             except Exception:  # popped by someone else already
                 pass
         if self.session is not None:
+            if self.async_jobs:
+                self._reap(all_jobs=True)
             self.flush_device_stats()
             self.session.write_json()
 
@@ -473,7 +545,7 @@ class Recorder:
         if nbytes and self.saving_entry == entry:
             data_name = entry + "." + ".".join(str(p) for p in path) + ".pt"
             self.session.save_tensor(os.path.join(self.tensor_dir, data_name), ptr, nbytes,
-                                     dname, shape)
+                                     dname, shape, _location(v.device))
             return self.session.tensor(ptr, nbytes, dname, shape, rg, data_name, stats,
                                        mean_norm)
         if not direct or nbytes < _CACHE_MIN_BYTES:
@@ -542,7 +614,7 @@ class Recorder:
             if saving:
                 data_name = entry + "." + ".".join(str(p) for p in path) + ".pt"
                 self.session.save_tensor(os.path.join(self.tensor_dir, data_name), ptr, nbytes,
-                                         dname, shape)
+                                         dname, shape, _location(v.device))
             if self.cfg.summary_mode == "md5":
                 crc = (ptr, nbytes)
         rec, pid = self.session.pending_tensor(dname, shape, rg, data_name, crc)
@@ -612,9 +684,89 @@ class Recorder:
                 return hit[3]
             _STORAGE._free_weak_ref(hit[0])
             del self.stats_cache[key]
+        if self.async_stats and nbytes >= _ASYNC_MIN_BYTES and v.dtype in _ASYNC_DTYPES:
+            pend = self.async_keys.get(key)
+            if pend is not None and pend[1] == version:
+                # The same unchanged tensor again while its statistics are computed: its
+                # placeholder serves both entries (one fill completes both).
+                return pend[2]
+            rec, jid = self.session.tensor_async(ptr, nbytes, dname, list(shape), rg, storage)
+            cd = storage._cdata
+            self.async_jobs[jid] = (key, version, _fingerprint(ptr, nbytes), storage._weak_ref(), cd)
+            self.async_keys[key] = (jid, version, rec)
+            ids = self.async_storages.get(cd)
+            if ids is None:
+                self.async_storages[cd] = [jid]
+            else:
+                ids.append(jid)
+            return rec
         rec = self.session.tensor(ptr, nbytes, dname, shape, rg, None, True)
         self.stats_cache[key] = (storage._weak_ref(), version, _fingerprint(ptr, nbytes), rec)
         return rec
+
+    def _reap(self, wait_for=None, all_jobs=False):
+        """Takes the statistics thread's finished jobs (completing `wait_for` ids, or every
+        job, first): their fills are journaled by the session, their records enter the cache."""
+        for jid, final in self.session.reap(wait_for, all_jobs):
+            key, version, sample, wref, cd = self.async_jobs.pop(jid)
+            ids = self.async_storages.get(cd)
+            if ids is not None:
+                ids.remove(jid)
+                if not ids:
+                    del self.async_storages[cd]
+            pend = self.async_keys.get(key)
+            if pend is not None and pend[0] == jid:
+                del self.async_keys[key]
+            elif pend is not None:
+                final = None  # a newer job for the same key will supply the cached record
+            if final is None:
+                _STORAGE._free_weak_ref(wref)
+                continue
+            old = self.stats_cache.get(key)
+            if old is not None:
+                _STORAGE._free_weak_ref(old[0])
+            self.stats_cache[key] = (wref, version, sample, final)
+
+    def _guard_writes(self, func, args, kwargs):
+        """Completes the statistics jobs of every storage `func` may write into (module
+        docstring) before it runs."""
+        name = getattr(func, "__name__", None) or ""
+        if name.endswith("_"):
+            if name.endswith("__"):
+                if name not in _INPLACE_DUNDERS:
+                    return
+                targets = args[:1]
+            elif name.startswith("_fused"):
+                targets = args  # fused optimizers update several tensor lists
+            else:
+                targets = args[:1]
+        elif name in _WAIT_ALL:
+            self._reap(all_jobs=True)
+            return
+        elif name in _WRITES_ANY_ARG:
+            targets = args + tuple(kwargs.values())
+        elif kwargs.get("out") is not None:
+            targets = (kwargs["out"],)
+        elif kwargs.get("inplace") is True or (
+                getattr(func, "__module__", None) == "torch.nn.functional"
+                and any(a is True for a in args[1:])):
+            targets = args[:1]  # F.relu(x, True) and friends
+        else:
+            return
+        ids = []
+        storages = self.async_storages
+        with _NO_TORCH_FUNCTION():
+            for t in targets:
+                for x in (t if isinstance(t, (list, tuple)) else (t,)):
+                    if isinstance(x, torch.Tensor) and x.layout == torch.strided:
+                        try:
+                            found = storages.get(x.untyped_storage()._cdata)
+                        except (RuntimeError, NotImplementedError):  # no storage of its own
+                            continue
+                        if found:
+                            ids.extend(found)
+        if ids:
+            self._reap(wait_for=ids)
 
     def _prune_stats_cache(self):
         """Forgets records whose storage is gone (called at step ends)."""
@@ -671,6 +823,8 @@ class Recorder:
 
     def call_api(self, api, func, args, kwargs, inner_busy=False):
         prefix, name = api
+        if self.async_jobs:
+            self._reap()
         key = prefix + "." + name
         n = self.counters.get(key, 0)
         self.counters[key] = n + 1
@@ -684,6 +838,8 @@ class Recorder:
             finally:
                 _set_busy(False)
         if not self.api_selected(name, entry):
+            if self.async_storages:
+                self._guard_writes(func, args, kwargs)
             out = self._run(func, args, kwargs, inner_busy)
             if cfg.level == "mix" and cfg.extra_info and torch.is_grad_enabled():
                 _set_busy(True)
@@ -708,6 +864,8 @@ class Recorder:
                 self._record_stack(entry, *self.stack(getattr(func, "__code__", None)))
         finally:
             _set_busy(False)
+        if self.async_storages:
+            self._guard_writes(func, args, kwargs)
         out = self._run(func, args, kwargs, inner_busy)
         _set_busy(True)
         try:
