@@ -390,6 +390,99 @@ def test_pending_row_equals_check_output():
         _native.check_output_async("gelu", bad, bad, t)
 
 
+def test_grouped_judging_keeps_rows_and_order(tmp_path, monkeypatch):
+    """APIs with small outputs are replayed a group at a time before they are judged: any group
+    size gives the records of one API at a time, inline and overlapped."""
+    from numprobe.pytorch.run_ut import runner
+
+    job, names = _stat_job(tmp_path)
+    monkeypatch.setattr(runner, "GROUP", 1)
+    one = _collect(job, names, overlap=False)
+    assert len(one) == len(names)
+    for size in (2, 3, 64):
+        monkeypatch.setattr(runner, "GROUP", size)
+        assert _collect(job, names, overlap=False) == one
+        assert _collect(job, names, overlap=True) == one
+
+
+def test_groups_hold_only_small_tensors():
+    """An API is held for its group's judging only while the tensors it keeps are small: its
+    outputs, and its inputs too when they are kept for -save_error_data."""
+    from numprobe.pytorch.run_ut import runner
+
+    r = runner.Replayed()
+    r.bench_out = r.device_out = [torch.zeros(4), None]
+    r.bench_grads = r.device_grads = None
+    r.args, r.kwargs, r.grad = ([torch.zeros(runner.cmp.DEFER_MIN_NUMEL + 1)],), {}, None
+    assert runner._small(r, keep_tensors=False)
+    assert not runner._small(r, keep_tensors=True)
+    r.args, r.kwargs = (), {"x": {"y": torch.zeros(runner.cmp.DEFER_MIN_NUMEL + 1)}}
+    assert not runner._small(r, keep_tensors=True)
+    r.kwargs = {}
+    r.bench_grads = (torch.zeros(runner.cmp.DEFER_MIN_NUMEL + 1),)
+    assert not runner._small(r, keep_tensors=False)
+
+
+def test_check_outputs_equals_check_output():
+    """One native call for all the outputs of an API: the rows, texts and rolled-up status of
+    check_output one output at a time, for floats, integers, empty and mismatched outputs;
+    argument errors raised as check_output raises them."""
+    from numprobe import _native
+    from numprobe.pytorch.run_ut import compare as cmp
+
+    torch.manual_seed(1)
+    b = torch.randn(3, 300, dtype=torch.float64)
+    pairs = [
+        (b, (b + 1e-7 * torch.randn_like(b)).float()),  # pass
+        (b, (b * 1.01).float()),  # error
+        (torch.randn(5, dtype=torch.float64), torch.randn(5, dtype=torch.float32)),
+        (torch.arange(6), torch.arange(6)),
+        (torch.tensor([True, False]), torch.tensor([True, True])),
+        (torch.zeros(0, 3, dtype=torch.float64), torch.zeros(0, 3)),
+        (b, torch.zeros(2, 2)),  # shapes differ
+        (torch.tensor(2.5, dtype=torch.float64), torch.tensor(2.5)),  # 0-d
+        (b[0].float(), b[0].half()),  # float16 device: float32 metric cells
+        (torch.tensor([1.0, float("nan"), float("inf"), 0.0], dtype=torch.float64),
+         torch.tensor([1.0, float("nan"), 3.0, float("-inf")])),  # non-finite cells
+    ]
+    sides = cmp._plain_sides(pairs)
+    assert sides is not None
+    status, rows = _native.check_outputs("matmul", sides, False, "26.2")
+    singles = [_native.check_output("matmul", sb, sd, False, "26.2") for sb, sd in sides]
+    assert [(s, m) for s, m, _ in rows] == [(r.status, r.message) for r in singles]
+    assert [t for _, _, t in rows] == [r.csv_line("") for r in singles]
+    assert status == _native.rollup_statuses([r.status for r in singles]) == "error"
+    assert {r.status for r in singles} >= {"pass", "error", "SKIP"}
+    # Through compare_outputs: the same records, under names that need quoting too.
+    got_status, got = cmp.compare_outputs("matmul", [p[0] for p in pairs], [p[1] for p in pairs], False)
+    assert got_status == status
+    for name in ("Torch.matmul.0.forward.output.0", 'we,ird "name"\n', ""):
+        assert [r.line(name) for r in got] == [r.csv_line(name) for r in singles]
+    t = torch.zeros(4)
+    bad = (t.data_ptr(), 5, "float32", [4], "torch.float32")
+    with pytest.raises(ValueError, match="holds 4 elements, but numel is 5"):
+        _native.check_outputs("gelu", [sides[0], (bad, bad)])
+    # What the native call does not take goes one output at a time.
+    assert cmp._plain_sides([(b.t(), b.t())]) is None  # not contiguous
+    assert cmp._plain_sides([(b.bfloat16(), b.bfloat16())]) is None  # numpy has no bf16
+    assert cmp._plain_sides([(torch.zeros(cmp.DEFER_MIN_NUMEL + 1), torch.zeros(cmp.DEFER_MIN_NUMEL + 1))]) is None
+    assert cmp._plain_sides([(b, None)]) is None
+
+
+@pytest.mark.parametrize("cells", [
+    ["Torch.add.0", "pass", "pass"], ["a", "b,c"], ['q"', "x"], ["line\nbreak"], ["cr\r"], [""], ["", ""],
+    ["x", " ", 0], ["x", None], [], ["üñí", "ok"],
+])
+def test_csv_line_is_the_csv_writers(cells):
+    import io
+
+    from numprobe.pytorch.run_ut import compare as cmp
+
+    buf = io.StringIO()
+    csv.writer(buf).writerow(cells)
+    assert cmp.csv_line(cells) == buf.getvalue()
+
+
 def test_resume_with_csv_path_appends(tensor_dump, tmp_path):
     names = forward_names(tensor_dump)[:6]
     dump_json = subset(tensor_dump, str(tmp_path / "dump"), names)

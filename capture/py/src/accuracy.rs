@@ -11,7 +11,7 @@ use half::f16;
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use ulp::check::DETAIL_KEYS;
-use ulp::{ArrayData, CheckOptions, DetailRow, Routing, TensorRef, TorchDtype};
+use ulp::{ArrayData, CheckOptions, DetailRow, PyVal, Routing, TensorRef, TorchDtype};
 
 /// Borrows `len` elements of `T` at `ptr`.
 ///
@@ -214,6 +214,106 @@ fn check_output(
     Ok(PyDetailRow { row })
 }
 
+/// `(status, message, CSV record after the name cell)` of one detail row.
+type RowTexts = (String, String, String);
+
+/// The detail rows of all the outputs of one API in one call (the replay's common case: every
+/// output a plain CPU tensor small enough to judge inline), so that Python pays one call and no
+/// row objects. `pairs` holds `(bench, device)` side tuples as [`check_output`] takes them.
+///
+/// Returns the rolled-up status of the rows (as `rollup_statuses`) and per output
+/// `(status, message, tail)`, where `tail` is the CSV record after its API Name cell (the
+/// leading comma included, `\r\n`-terminated): the record is the quoted row name followed by
+/// `tail`. Raises on the first pair `check_output` would raise on, before computing any row.
+#[pyfunction]
+#[pyo3(signature = (api_name, pairs, fp8_input=false, routing="26.2"))]
+fn check_outputs(
+    py: Python<'_>,
+    api_name: &str,
+    pairs: Vec<(SideTuple, SideTuple)>,
+    fp8_input: bool,
+    routing: &str,
+) -> PyResult<(&'static str, Vec<RowTexts>)> {
+    let cmps = pairs
+        .into_iter()
+        .map(|(b, d)| Comparison::new(api_name, b, d, fp8_input, routing))
+        .collect::<PyResult<Vec<_>>>()?;
+    // SAFETY: the Python caller passes data_ptr/numel of contiguous CPU tensors it holds for
+    // the duration of the call.
+    let rows = py.detach(|| {
+        cmps.iter()
+            .map(|c| unsafe { c.run() })
+            .collect::<PyResult<Vec<_>>>()
+    })?;
+    let statuses: Vec<&str> = rows.iter().map(|r| r.status.as_str()).collect();
+    let status = ulp::rollup_statuses(&statuses);
+    let out = rows
+        .into_iter()
+        .map(|row| {
+            let tail = csv_tail(&row);
+            (row.status, row.message, tail)
+        })
+        .collect();
+    Ok((status, out))
+}
+
+/// `row.csv_line("")`, the record after its (empty) API Name cell, written straight into one
+/// string: the same text without a string per cell (the replay writes one per output).
+fn csv_tail(row: &DetailRow) -> String {
+    use std::fmt::Write;
+    let mut out = String::with_capacity(320);
+    let str_cell = |out: &mut String, cell: &str| {
+        out.push(',');
+        if cell.contains([',', '"', '\r', '\n']) {
+            out.push('"');
+            out.push_str(&cell.replace('"', "\"\""));
+            out.push('"');
+        } else {
+            out.push_str(cell);
+        }
+    };
+    str_cell(&mut out, &row.bench_dtype);
+    str_cell(&mut out, &row.device_dtype);
+    let metrics = [
+        &row.shape,
+        &row.cosine,
+        &row.max_abs_err,
+        &row.rel_err_hundredth,
+        &row.rel_err_thousandth,
+        &row.rel_err_ten_thousandth,
+        &row.error_rate,
+        &row.eb,
+        &row.rmse,
+        &row.small_value_err_ratio,
+        &row.max_rel_error,
+        &row.mean_rel_error,
+        &row.inf_nan_error_ratio,
+        &row.rel_err_ratio,
+        &row.abs_err_ratio,
+        &row.max_ulp_error,
+        &row.mean_ulp_error,
+        &row.ulp_error_proportion,
+    ];
+    for cell in metrics {
+        match cell {
+            PyVal::Str(text) => str_cell(&mut out, text),
+            // Finite floats as `"{:.14f}"` (digits and signs never need quotes); the rest as
+            // their own CSV text.
+            PyVal::F64 { v, .. } if v.is_finite() => {
+                let _ = write!(out, ",{v:.14}");
+            }
+            PyVal::Int { v, .. } => {
+                let _ = write!(out, ",{v}");
+            }
+            other => str_cell(&mut out, &other.csv_text()),
+        }
+    }
+    str_cell(&mut out, &row.status);
+    str_cell(&mut out, &row.message);
+    out.push_str(ulp::pyfmt::CSV_LINE_END);
+    out
+}
+
 /// Where the metrics thread leaves a row.
 enum State {
     Running,
@@ -349,6 +449,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PendingRow>()?;
     m.add_function(wrap_pyfunction!(check_output, m)?)?;
     m.add_function(wrap_pyfunction!(check_output_async, m)?)?;
+    m.add_function(wrap_pyfunction!(check_outputs, m)?)?;
     m.add_function(wrap_pyfunction!(rollup_statuses, m)?)?;
     m.add_function(wrap_pyfunction!(standard_for, m)?)?;
     m.add_function(wrap_pyfunction!(bare_api_name, m)?)?;

@@ -298,6 +298,7 @@ class Recorder:
         self.module_counters = {}
         self.module_stack = []
         self.bwd_stack = []
+        self.modules_with_backward = set()  # modules whose backward entry got data this step
         self.scope_state = "before"
         self.scope_taken = set()
         self.stack_cache = {}  # call-site key -> (frames, code objects)
@@ -444,6 +445,7 @@ class Recorder:
         self.scope_state = "before"
         self.scope_taken = set()
         self.param_grad_counts = {}
+        self.modules_with_backward.clear()
         self._prune_stats_cache()
 
     # ------------------------------------------------------------------ values
@@ -1096,6 +1098,8 @@ class Recorder:
                     body["output"] = [rec.value(g, entry, ("output", i))
                                       for i, g in enumerate(grad_input) if g is not None]
                 rec._entry(entry, body)
+                if body:
+                    rec.modules_with_backward.add(prefix)
             finally:
                 _set_busy(False)
             return None
@@ -1115,18 +1119,29 @@ class Recorder:
         def hook(p):
             if not rec.enabled or rec.session is None or p.grad is None:
                 return
+            # msprobe numbers a module's gradient calls by its first parameter's arrivals.
             counts = rec.__dict__.setdefault("param_grad_counts", {})
-            k = counts.get((prefix, pname), 0)
-            counts[(prefix, pname)] = k + 1
-            entry = f"{prefix}.parameters_grad.{k}"
-            if not rec.selected(entry):
+            state = counts.get(prefix)
+            if state is None:
+                state = counts[prefix] = [0, pname]
+            elif state[1] == pname:
+                state[0] += 1
+            entry = f"{prefix}.parameters_grad.{state[0]}"
+            # msprobe decides on the module's name (not the entry's) and keeps the gradients of
+            # a module whose backward was recorded; a refused gradient drops the whole entry of
+            # this call, with the module's other gradients kept before it (a scope that closed
+            # between them).
+            if not rec.selected(prefix) and prefix not in rec.modules_with_backward:
+                if rec.session.has_entry(entry):
+                    rec.session.remove(entry)
                 return
             _set_busy(True)
             try:
                 rec._begin_entry(entry)
                 rec.saving_entry = entry if rec.cfg.saves_tensors(entry) else None
                 val = rec.value(p.grad, entry, (pname,))
-                rec._entry(entry, {pname: [val]})
+                # msprobe moves a module entry to the end at each update.
+                rec._entry(entry, {pname: [val]}, reinsert=True)
             finally:
                 _set_busy(False)
 

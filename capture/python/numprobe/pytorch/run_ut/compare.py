@@ -1,7 +1,9 @@
 """Judging golden against device outputs: one detail row per output, computed by the Rust
-metrics of the `ulp` crate (numprobe._native.check_output)."""
+metrics of the `ulp` crate (numprobe._native.check_outputs for all of an API's outputs at once
+in the common case, else check_output / check_output_async one output at a time)."""
 import csv
 import io
+import re
 
 import torch
 
@@ -23,22 +25,37 @@ FP8 = tuple(getattr(torch, n) for n in ("float8_e4m3fn", "float8_e5m2") if hasat
 DEFER_MIN_NUMEL = 8192
 
 
+# Characters that make Python's csv writer quote a cell (excel dialect, QUOTE_MINIMAL).
+_QUOTED = re.compile('[,"\r\n]')
+
+
 def csv_line(cells):
     """One record as Python's csv module writes it (msprobe's writer)."""
+    if all(type(c) is str for c in cells) and not _QUOTED.search("".join(cells)) and cells != [""]:
+        # Nothing to quote: the writer would join the cells as they are.
+        return ",".join(cells) + "\r\n"
     buf = io.StringIO()
     csv.writer(buf).writerow(cells)
     return buf.getvalue()
 
 
+def name_cell(name):
+    """The API Name cell of a detail record, as the csv writer writes it before other cells."""
+    if _QUOTED.search(name) is None:
+        return name
+    return csv_line([name, ""])[:-3]
+
+
 class Row:
-    """A detail row: status, message and the finished CSV text (without the name column).
-    A deferred row is computed on the metrics thread; `settle()` waits for it."""
+    """A detail row: status, message and its CSV text: cells, a native row, or the finished
+    record after the name cell (`tail`). A deferred row is computed on the metrics thread;
+    `settle()` waits for it."""
 
-    __slots__ = ("status", "message", "_native", "_cells", "_pending")
+    __slots__ = ("status", "message", "_native", "_cells", "_pending", "_tail")
 
-    def __init__(self, status, message, native=None, cells=None, pending=None):
+    def __init__(self, status, message, native=None, cells=None, pending=None, tail=None):
         self.status, self.message, self._native, self._cells = status, message, native, cells
-        self._pending = pending
+        self._pending, self._tail = pending, tail
 
     def settle(self):
         if self._pending is not None:
@@ -51,6 +68,8 @@ class Row:
         return self._pending is None or self._pending.done()
 
     def line(self, row_name):
+        if self._tail is not None:
+            return name_cell(row_name) + self._tail
         if self._native is not None or self._pending is not None:
             return self.settle()._native.csv_line(row_name)
         return csv_line([row_name] + self._cells)
@@ -111,16 +130,46 @@ def compare_one(api_name, bench, device, fp8_input, routing="26.2", defer=False)
     return blank_row("error", f"Unexpected output type in compare_core: {type(bench)}")
 
 
+# Tensor dtypes numpy reads in place: (numpy name, torch name).
+PLAIN = {dt: (name, str(dt)) for dt, name in NUMPY_NAME.items()}
+Tensor = torch.Tensor
+
+
+def _plain_sides(pairs):
+    """The (bench, device) side tuples of output pairs that are all contiguous CPU tensors of
+    dtypes numpy reads in place, no larger than DEFER_MIN_NUMEL (what `compare_tensor` judges
+    inline without a host copy); None when one is not."""
+    sides = []
+    for b, d in pairs:
+        if type(b) is not Tensor or type(d) is not Tensor:
+            return None
+        pb, pd = PLAIN.get(b.dtype), PLAIN.get(d.dtype)
+        if pb is None or pd is None or not (b.is_cpu and d.is_cpu and b.is_contiguous() and d.is_contiguous()):
+            return None
+        nb, nd = b.numel(), d.numel()
+        if nb > DEFER_MIN_NUMEL or nd > DEFER_MIN_NUMEL:
+            return None
+        sides.append(((b.data_ptr(), nb, pb[0], b.shape, pb[1]), (d.data_ptr(), nd, pd[0], d.shape, pd[1])))
+    return sides
+
+
 def compare_outputs(api_name, bench, device, fp8_input, routing="26.2", defer=False):
     """(status, rows) of an output or a list of outputs (`_compare_core_wrapper`); with
-    `defer`, (None, rows) whose status `rollup(rows)` gives once the metrics are done."""
+    `defer`, (None, rows) whose status `rollup(rows)` gives once the metrics are done (or
+    the status at once when every row was computed inline)."""
     if isinstance(bench, (list, tuple)):
         if not isinstance(device, (list, tuple)) or len(bench) > len(device):
-            rows = [blank_row("error", "bench and npu output structure is different.")]
-        else:
-            rows = [compare_one(api_name, b, d, fp8_input, routing, defer) for b, d in zip(bench, device)]
+            return "error", [blank_row("error", "bench and npu output structure is different.")]
+        pairs = list(zip(bench, device))
     else:
-        rows = [compare_one(api_name, bench, device, fp8_input, routing, defer)]
+        pairs = [(bench, device)]
+    sides = _plain_sides(pairs) if pairs else None
+    if sides is not None:
+        # The common case in one native call: rows and CSV text, no per-output Python. The
+        # tensors stay alive in `pairs` until it returned: Rust reads their memory in place.
+        status, rows = _native.check_outputs(api_name, sides, fp8_input, routing)
+        return status, [Row(s, m, tail=t) for s, m, t in rows]
+    rows = [compare_one(api_name, b, d, fp8_input, routing, defer) for b, d in pairs]
     return (None if defer else rollup(rows)), rows
 
 

@@ -89,6 +89,14 @@ class Replayed:
                  "bench_grads", "device_grads", "args", "kwargs", "grad")
 
 
+def _seed():
+    """torch.manual_seed(SEED) for a replay on the CPU: the CPU generator is the only one the
+    replay draws from. (torch.manual_seed also queues the seed for CUDA, XPU and MTIA until
+    they start, each time with a formatted copy of the call stack: tens of microseconds per
+    API, more the deeper the caller.)"""
+    torch.default_generator.manual_seed(SEED)
+
+
 def execute_api(name, entry, bwd_entry, tensor_dir, timer=None):
     """Re-runs one forward entry (and its backward); raises on failure."""
     t0 = time.perf_counter()
@@ -96,7 +104,7 @@ def execute_api(name, entry, bwd_entry, tensor_dir, timer=None):
     fn = ex.resolve(api_type, api_name)
     if fn is None:
         raise ex.UnsupportedApi(f"API {name} not support for acc_check. SKIP.")
-    torch.manual_seed(SEED)
+    _seed()
     args, kwargs, built = build_inputs(entry, tensor_dir, api_name)
     message = ""
     need_grad = "out" not in (entry.get("input_kwargs") or {})
@@ -124,7 +132,7 @@ def execute_api(name, entry, bwd_entry, tensor_dir, timer=None):
     if saved is None or need_backward:
         # Re-run in the original dtypes: the device output when none was saved, and the graph
         # the device gradients come from.
-        torch.manual_seed(SEED)
+        _seed()
         device = ex.prepare(args, kwargs, api_name, need_backward)
         rerun_out = ex.call(fn, device, device_autocast)
     device_out = rerun_out
@@ -287,6 +295,49 @@ def _finish(r):
 # APIs replayed ahead of the one whose rows are written: slack for the metrics thread (a late
 # wake-up on a busy machine) without holding many APIs' tensors.
 LOOKAHEAD = 2
+# Most APIs with small outputs replayed before they are judged together: judging right after
+# each API runs its code on caches torch just filled and leaves torch's code cold for the next
+# API, which cost more than the judging itself on dumps of small tensors.
+GROUP = 32
+
+
+def _small(item, keep_tensors):
+    """Whether a replayed API holds only small tensors: outputs small enough to be judged
+    inline (none goes to the metrics thread) and, when its inputs are kept too, small inputs;
+    holding it in a group then costs little memory."""
+    if isinstance(item, ApiResult):
+        return True
+    held = [item.bench_out, item.device_out, item.bench_grads, item.device_grads]
+    if keep_tensors:
+        held += [item.args, item.kwargs, item.grad]
+    while held:
+        value = held.pop()
+        if isinstance(value, torch.Tensor):
+            if value.numel() > cmp.DEFER_MIN_NUMEL:
+                return False
+        elif isinstance(value, (list, tuple)):
+            held.extend(value)
+        elif isinstance(value, dict):
+            held.extend(value.values())
+    return True
+
+
+def _groups(job, names, timer, keep_tensors):
+    """The replayed APIs (or their SKIP results) in dump order, a list at a time: runs of up to
+    GROUP APIs holding small tensors, ended early by an API with a large one."""
+    group = []
+    for name in names:
+        # No local keeps an API past its group: torch's next allocations should reuse its
+        # memory (fresh pages cost page faults).
+        group.append(job.execute_one(name, timer))
+        if not keep_tensors and not isinstance(group[-1], ApiResult):
+            # Only the outputs are judged: the inputs and autograd graphs go now.
+            group[-1].args, group[-1].kwargs, group[-1].grad = (), {}, None
+        if len(group) >= GROUP or not _small(group[-1], keep_tensors):
+            yield group
+            group = []
+    if group:
+        yield group
 
 
 def _run_overlapped(job, names, sink, timer, keep_tensors):
@@ -294,13 +345,16 @@ def _run_overlapped(job, names, sink, timer, keep_tensors):
     settled and handed to the sink in dump order, LOOKAHEAD APIs behind. On an interrupt the
     unsettled APIs are not written (-csv_path replays them)."""
     pending = collections.deque()
-    for name in names:
-        started = job.judge_one(job.execute_one(name, timer), timer, defer=True)
-        if not keep_tensors:
-            # Release the inputs and autograd graphs now, not LOOKAHEAD APIs later: holding
-            # them makes torch's next allocations land on fresh pages (page faults).
-            started.tensors = {}
-        pending.append(started)
+    for group in _groups(job, names, timer, keep_tensors):
+        for item in group:
+            started = job.judge_one(item, timer, defer=True)
+            if not keep_tensors:
+                # Release the outputs now, not LOOKAHEAD APIs later: holding them makes
+                # torch's next allocations land on fresh pages (page faults).
+                started.tensors = {}
+            pending.append(started)
+        group.clear()
+        item = started = None
         # Rows already computed are written at once (resume keeps them, their tensors go);
         # the oldest is waited for when LOOKAHEAD APIs are ahead of it.
         while pending and (len(pending) > LOOKAHEAD or pending[0].ready()):
@@ -338,8 +392,14 @@ def run_all(job, names, sink, workers=1, timer=None, overlap=None, keep_tensors=
         if overlap and len(names) > 1:
             _run_overlapped(job, names, sink, timer, keep_tensors)
             return
-        for name in names:
-            sink(name, *_finish(job.run_one(name, timer)))
+        for group in _groups(job, names, timer, keep_tensors):
+            for item in group:
+                result = job.judge_one(item, timer)
+                if not keep_tensors:
+                    result.tensors = {}
+                sink(item.name, *_finish(result))
+            group.clear()
+            item = result = None
         return
     # Each worker keeps this process's thread count: CPU reductions split their work by thread
     # count, so any other count would change the last bits and -n would change the rows.
