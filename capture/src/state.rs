@@ -13,7 +13,8 @@ use crate::journal::{Fill, Meta, Record};
 /// back later: its value is the pending id a [`Record::Fill`] names. It never reaches a
 /// written file.
 pub const PENDING_KEY: &str = "numprobe_pending";
-const STAT_KEYS: [&str; 4] = ["Max", "Min", "Mean", "Norm"];
+/// The statistic keys a fill carries, in msprobe's order.
+pub const STAT_KEYS: [&str; 4] = ["Max", "Min", "Mean", "Norm"];
 
 /// Writes `fills`' statistics into the pending tensor records below `v`; returns how many.
 fn fill_records(v: &mut Value, fills: &HashMap<u64, &[Value; 4]>) -> usize {

@@ -21,6 +21,7 @@ use stats_gpu::summary::Options;
 
 use crate::error::{Error, Result};
 use crate::journal::Fill;
+use crate::state::STAT_KEYS;
 use crate::stats::{TensorInfo, tensor_record, type_name};
 
 /// One tensor whose record the worker computes.
@@ -86,7 +87,7 @@ pub fn fill_of(id: u64, record: &Value) -> Fill {
     };
     Fill {
         id,
-        stats: [get("Max"), get("Min"), get("Mean"), get("Norm")],
+        stats: STAT_KEYS.map(get),
     }
 }
 
@@ -131,13 +132,10 @@ impl Shared {
         self.changed.wait(q).unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Takes the next queued job (front for the worker, back for a caller helping out).
-    fn pop(&self, q: &mut Queue, front: bool) -> Option<StatsJob> {
-        let job = if front {
-            q.queued.pop_front()
-        } else {
-            q.queued.pop_back()
-        }?;
+    /// Takes queued job number `at` (the front for the worker, the back for a caller helping
+    /// out, a given id for `complete`) and marks it running.
+    fn take(&self, q: &mut Queue, at: usize) -> Option<StatsJob> {
+        let job = q.queued.remove(at)?;
         self.queued_len.store(q.queued.len(), Ordering::Release);
         q.running.push(job.id);
         Some(job)
@@ -185,7 +183,7 @@ impl Shared {
                 std::thread::sleep(d);
             }
             let mut q = self.lock();
-            if let Some(job) = self.pop(&mut q, true) {
+            if let Some(job) = self.take(&mut q, 0) {
                 drop(q);
                 self.run(job);
                 continue;
@@ -272,11 +270,7 @@ impl StatsWorker {
     pub fn complete(&self, id: u64) {
         let mut q = self.shared.lock();
         if let Some(at) = q.queued.iter().position(|j| j.id == id) {
-            let job = q.queued.remove(at).expect("position is in range");
-            self.shared
-                .queued_len
-                .store(q.queued.len(), Ordering::Release);
-            q.running.push(id);
+            let job = self.shared.take(&mut q, at).expect("position is in range");
             drop(q);
             self.shared.run(job);
             return;
@@ -290,7 +284,8 @@ impl StatsWorker {
     pub fn complete_all(&self) {
         loop {
             let mut q = self.shared.lock();
-            if let Some(job) = self.shared.pop(&mut q, false) {
+            let last = q.queued.len().wrapping_sub(1);
+            if let Some(job) = self.shared.take(&mut q, last) {
                 drop(q);
                 self.shared.run(job);
                 continue;

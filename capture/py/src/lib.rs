@@ -149,6 +149,43 @@ impl Session {
             .ok_or_else(|| PyValueError::new_err("session is closed"))
     }
 
+    /// A placeholder record under the next pending id (`pending_record`): for statistics
+    /// computed on the tensor's device or on the statistics thread. `host`: the tensor's host
+    /// bytes, which md5 mode's checksum needs.
+    fn placeholder(
+        &mut self,
+        py: Python<'_>,
+        dtype: &str,
+        shape: &[usize],
+        requires_grad: Option<bool>,
+        data_name: Option<&str>,
+        host: Option<&[u8]>,
+    ) -> PyResult<(TensorRec, u64)> {
+        let info = TensorInfo {
+            type_name: type_name(self.opts.flavour),
+            dtype,
+            shape,
+            bytes: host,
+            requires_grad,
+            data_name,
+            torch_threads: None,
+            torch_mean_norm: None,
+        };
+        let id = self.next_pending;
+        let opts = self.opts;
+        let value = py
+            .detach(|| pending_record(&info, &opts, id))
+            .map_err(|e| PyValueError::new_err(e.to_string()))?;
+        self.next_pending += 1;
+        Ok((
+            TensorRec {
+                value,
+                pending: Some(id),
+            },
+            id,
+        ))
+    }
+
     /// Takes the statistics thread's finished jobs (after completing `wait_for`, or all with
     /// `all`), journals the fills of those whose entry is journaled, and releases their memory.
     fn collect(
@@ -317,23 +354,10 @@ impl Session {
                 numel.saturating_mul(dt.size())
             )));
         }
-        let info = TensorInfo {
-            type_name: type_name(self.opts.flavour),
-            dtype,
-            shape: &shape,
-            bytes: None,
-            requires_grad,
-            data_name: None,
-            torch_threads: None,
-            torch_mean_norm: None,
-        };
-        let id = self.next_pending;
-        let value = pending_record(&info, &self.opts, id)
-            .map_err(|e| PyValueError::new_err(e.to_string()))?;
         if self.worker.is_none() {
             self.worker = Some(StatsWorker::new(self.opts, self.torch_threads).map_err(os_err)?);
         }
-        self.next_pending += 1;
+        let (rec, id) = self.placeholder(py, dtype, &shape, requires_grad, None, None)?;
         self.owners.insert(id, owner);
         // SAFETY: `owner` keeps the memory allocated until the job is reaped, and the adapter
         // completes the job before anything writes into it (method contract).
@@ -341,13 +365,7 @@ impl Session {
             unsafe { StatsJob::new(id, ptr, nbytes, dtype.to_string(), shape, requires_grad) };
         let worker = self.worker.as_ref().expect("started above");
         py.detach(|| worker.submit(job));
-        Ok((
-            TensorRec {
-                value,
-                pending: Some(id),
-            },
-            id,
-        ))
+        Ok((rec, id))
     }
 
     /// Jobs of `tensor_async` finished since the last call, as `(id, record)` (record None
@@ -395,29 +413,7 @@ impl Session {
             // SAFETY: see `borrow`.
             unsafe { borrow(ptr, nbytes) }
         });
-        let info = TensorInfo {
-            type_name: type_name(self.opts.flavour),
-            dtype,
-            shape: &shape,
-            bytes: host,
-            requires_grad,
-            data_name,
-            torch_threads: None,
-            torch_mean_norm: None,
-        };
-        let id = self.next_pending;
-        let opts = self.opts;
-        let value = py
-            .detach(|| pending_record(&info, &opts, id))
-            .map_err(|e| PyValueError::new_err(e.to_string()))?;
-        self.next_pending += 1;
-        Ok((
-            TensorRec {
-                value,
-                pending: Some(id),
-            },
-            id,
-        ))
+        self.placeholder(py, dtype, &shape, requires_grad, data_name, host)
     }
 
     /// Journals the statistics of placeholder records: `rows` of `(id, Max, Min, Mean,

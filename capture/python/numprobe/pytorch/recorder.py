@@ -65,10 +65,10 @@ _NO_TORCH_FUNCTION = torch._C.DisableTorchFunction
 _CACHE_MIN_BYTES = 64 << 10
 _DTYPE_NAMES = {}
 _STORAGE = torch.UntypedStorage
-# Statistics of tensors from this size on may go to the statistics thread (module docstring):
-# below it the pass is shorter than handing it over.
+# Statistics of float tensors (_DEV_FLOATS, whose placeholder and fill make the synchronous
+# record) from this size on may go to the statistics thread (module docstring): below it the
+# pass is shorter than handing it over.
 _ASYNC_MIN_BYTES = 1 << 20
-_ASYNC_DTYPES = frozenset((torch.float32, torch.float16, torch.bfloat16))
 # Calls that write into their first argument although their name does not end in "_".
 _INPLACE_DUNDERS = frozenset((
     "__iadd__", "__isub__", "__imul__", "__itruediv__", "__ifloordiv__", "__imod__", "__ipow__",
@@ -686,7 +686,7 @@ class Recorder:
                 return hit[3]
             _STORAGE._free_weak_ref(hit[0])
             del self.stats_cache[key]
-        if self.async_stats and nbytes >= _ASYNC_MIN_BYTES and v.dtype in _ASYNC_DTYPES:
+        if self.async_stats and nbytes >= _ASYNC_MIN_BYTES and v.dtype in _DEV_FLOATS:
             pend = self.async_keys.get(key)
             if pend is not None and pend[1] == version:
                 # The same unchanged tensor again while its statistics are computed: its
