@@ -3,7 +3,8 @@
 //!
 //! Usage:
 //! - `fused_speed time [MI] [REPEATS]`: ns/element (median of REPEATS) for fp32/fp16/bf16
-//!   devices on MI Mi elements (default 4), on one thread and on all threads.
+//!   devices on MI Mi elements (default 4), on one thread and on all threads, gathering every
+//!   standard's metrics and only the benchmark standard's (run_ut's default routing).
 //! - `fused_speed digest`: one line per (case, size) with every field of the result (`{:?}`
 //!   prints shortest round-trip floats, so equal text means equal bits up to NaN payloads).
 
@@ -13,7 +14,7 @@ use std::time::Instant;
 
 use half::f16;
 use ulp::elem::{Elem, Work};
-use ulp::fused::{DeviceFamily, FusedStats, Params, fused_stats};
+use ulp::fused::{DeviceFamily, FusedStats, Params, Scope, fused_stats};
 
 /// xorshift64: deterministic uniform values in [0, 1).
 struct Rng(u64);
@@ -169,9 +170,10 @@ fn time_one<B: Elem, D: Elem, W: Work, U: Work>(
     b: &[B],
     d: &[D],
     fam: DeviceFamily,
+    scope: Scope,
     reps: usize,
 ) -> (f64, f64) {
-    let p = Params::new(fam, B::KIND, D::KIND);
+    let p = Params::new(fam, B::KIND, D::KIND).with_scope(scope);
     let (mut wall, mut cpu) = (Vec::new(), Vec::new());
     for _ in 0..reps {
         let (t0, c0) = (Instant::now(), process_cpu_s());
@@ -194,7 +196,10 @@ fn run_time(mi: usize, reps: usize) {
         Ok(t) => t.split(',').filter_map(|x| x.parse().ok()).collect(),
         Err(_) => vec![1, 0],
     };
-    for threads in threads_list {
+    for (threads, scope) in threads_list
+        .iter()
+        .flat_map(|&t| [(t, Scope::AllStandards), (t, Scope::Benchmark)])
+    {
         let pool = rayon::ThreadPoolBuilder::new()
             .num_threads(threads)
             .build()
@@ -205,22 +210,22 @@ fn run_time(mi: usize, reps: usize) {
             let only = std::env::var("FUSED_SPEED_ONLY").unwrap_or_default();
             let on = |name: &str| only.is_empty() || only == name;
             let fp32 = if on("fp32") {
-                time_one::<f64, f32, f64, f64>(&c.b64, &c.d32, DeviceFamily::F32, reps)
+                time_one::<f64, f32, f64, f64>(&c.b64, &c.d32, DeviceFamily::F32, scope, reps)
             } else {
                 (f64::NAN, f64::NAN)
             };
             let fp16 = if on("fp16") {
-                time_one::<f32, f16, f32, f32>(&c.b32, &c.d16, DeviceFamily::F16, reps)
+                time_one::<f32, f16, f32, f32>(&c.b32, &c.d16, DeviceFamily::F16, scope, reps)
             } else {
                 (f64::NAN, f64::NAN)
             };
             let bf16 = if on("bf16") {
-                time_one::<f32, f32, f32, f32>(&c.b32, &c.dbf, DeviceFamily::BF16, reps)
+                time_one::<f32, f32, f32, f32>(&c.b32, &c.dbf, DeviceFamily::BF16, scope, reps)
             } else {
                 (f64::NAN, f64::NAN)
             };
             println!(
-                "threads={nt} ns/elem wall (cpu): fp32 {:.2} ({:.2}), fp16 {:.2} ({:.2}), bf16 {:.2} ({:.2})",
+                "threads={nt} {scope:?}: ns/elem wall (cpu): fp32 {:.2} ({:.2}), fp16 {:.2} ({:.2}), bf16 {:.2} ({:.2})",
                 fp32.0, fp32.1, fp16.0, fp16.1, bf16.0, bf16.1
             );
         });

@@ -329,9 +329,9 @@ fn join(
         thousandth: dual_ratio(g.lt_thousandth, n, 0.001),
         ten_thousandth: dual_ratio(g.lt_ten_thousandth, n, 0.0001),
         benchmark,
-        absolute_threshold,
+        absolute_threshold: Some(absolute_threshold),
         ulp,
-        accumulative,
+        accumulative: Some(accumulative),
         binary_error_rate: (n > 0).then(|| PyVal::py_float(g.not_equal as f64 / n as f64)),
         cosine: cosine(g, bench, device),
     }

@@ -1,7 +1,7 @@
 //! Per-standard metrics, typed as msprobe returns them, built from one fused pass.
 
 use crate::elem::{Elem, FloatKind, Work};
-use crate::fused::{DeviceFamily, FusedStats, Params, fused_stats};
+use crate::fused::{DeviceFamily, FusedStats, Params, Scope, fused_stats};
 use crate::pyfmt::PyVal;
 use half::f16;
 use rayon::prelude::*;
@@ -100,7 +100,8 @@ pub struct Ratio {
 }
 
 /// Every metric of every standard for one (bench, device) float pair. Fields that msprobe
-/// cannot compute (e.g. `max` of an empty array) are `None`.
+/// cannot compute (e.g. `max` of an empty array) are `None`, and so are the other standards'
+/// of a pass with [`Scope::Benchmark`].
 #[derive(Clone, Debug, PartialEq)]
 pub struct AllMetrics {
     pub n: usize,
@@ -110,9 +111,9 @@ pub struct AllMetrics {
     pub thousandth: Ratio,
     pub ten_thousandth: Ratio,
     pub benchmark: Option<BenchmarkMetrics>,
-    pub absolute_threshold: AbsoluteThresholdMetrics,
+    pub absolute_threshold: Option<AbsoluteThresholdMetrics>,
     pub ulp: Option<UlpMetrics>,
-    pub accumulative: AccumulativeMetrics,
+    pub accumulative: Option<AccumulativeMetrics>,
     /// 二进制一致错误率 of the float pair (a Python float).
     pub binary_error_rate: Option<PyVal>,
     pub cosine: Cosine,
@@ -295,19 +296,20 @@ fn finish<B: Elem, D: Elem, W: Work, U: Work>(
             eb: eb.clone(),
         }
     });
+    let all = p.scope == Scope::AllStandards;
     let normal = nn - s.inf_nan - s.small;
-    let absolute_threshold = AbsoluteThresholdMetrics {
+    let absolute_threshold = all.then(|| AbsoluteThresholdMetrics {
         inf_nan_error_ratio: ratio_or_zero(s.inf_nan_fail_rtol, s.inf_nan),
         rel_err_ratio: ratio_or_zero(s.normal_rel_err, normal),
         abs_err_ratio: ratio_or_zero(s.small_err_threshold, s.small),
-    };
-    let accumulative = AccumulativeMetrics {
+    });
+    let accumulative = all.then(|| AccumulativeMetrics {
         inf_nan_error_ratio: ratio_or_zero(s.inf_nan_fail_bound, s.inf_nan),
         rel_err_ratio: ratio_or_zero(s.acc_normal_rel_err, s.acc_normal),
         abs_err_ratio: ratio_or_zero(s.acc_small_err, s.acc_small),
         eb,
-    };
-    let ulp = (p.ulp.is_some() && n > 0).then(|| UlpMetrics {
+    });
+    let ulp = (all && p.ulp.is_some() && n > 0).then(|| UlpMetrics {
         max_ulp_error: s.max_ulp.pyval(),
         mean_ulp_error: U::mean_from_sum(s.sum_ulp, n).pyval(),
         ulp_error_proportion: PyVal::np_f64(s.ulp_over as f64 / n as f64),
@@ -331,7 +333,7 @@ fn finish<B: Elem, D: Elem, W: Work, U: Work>(
         absolute_threshold,
         ulp,
         accumulative,
-        binary_error_rate: (n > 0).then(|| PyVal::py_float(s.not_equal as f64 / n as f64)),
+        binary_error_rate: (all && n > 0).then(|| PyVal::py_float(s.not_equal as f64 / n as f64)),
         cosine: cosine(&s, bench, device),
     }
 }
@@ -365,13 +367,24 @@ pub fn all_metrics_shaped(
     family: DeviceFamily,
     zero_d: bool,
 ) -> Result<AllMetrics, MetricsError> {
+    metrics_in_scope(bench, device, family, zero_d, Scope::AllStandards)
+}
+
+/// As [`all_metrics_shaped`], gathering only the standards of `scope` (the others are `None`).
+pub fn metrics_in_scope(
+    bench: FloatData<'_>,
+    device: FloatData<'_>,
+    family: DeviceFamily,
+    zero_d: bool,
+    scope: Scope,
+) -> Result<AllMetrics, MetricsError> {
     if bench.len() != device.len() {
         return Err(MetricsError::LengthMismatch {
             bench: bench.len(),
             device: device.len(),
         });
     }
-    let p = Params::new(family, bench.kind(), device.kind());
+    let p = Params::new(family, bench.kind(), device.kind()).with_scope(scope);
     // ULP arithmetic is float32 for fp16/bf16 devices and float64 otherwise.
     let ulp32 = matches!(family, DeviceFamily::F16 | DeviceFamily::BF16);
     macro_rules! go {

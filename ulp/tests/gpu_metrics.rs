@@ -64,7 +64,14 @@ fn same_cells(g: &AllMetrics, c: &AllMetrics) {
         tolerant("rmse", &a.rmse, &b.rmse);
         exact("eb", &a.eb, &b.eb);
     }
-    let (a, b) = (&g.absolute_threshold, &c.absolute_threshold);
+    let (a, b) = (
+        g.absolute_threshold
+            .as_ref()
+            .expect("GPU absolute threshold"),
+        c.absolute_threshold
+            .as_ref()
+            .expect("CPU absolute threshold"),
+    );
     exact(
         "inf_nan_error_ratio",
         &a.inf_nan_error_ratio,
@@ -72,7 +79,10 @@ fn same_cells(g: &AllMetrics, c: &AllMetrics) {
     );
     exact("rel_err_ratio", &a.rel_err_ratio, &b.rel_err_ratio);
     exact("abs_err_ratio", &a.abs_err_ratio, &b.abs_err_ratio);
-    let (a, b) = (&g.accumulative, &c.accumulative);
+    let (a, b) = (
+        g.accumulative.as_ref().expect("GPU accumulative"),
+        c.accumulative.as_ref().expect("CPU accumulative"),
+    );
     exact(
         "acc inf_nan_error_ratio",
         &a.inf_nan_error_ratio,

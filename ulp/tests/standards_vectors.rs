@@ -73,16 +73,16 @@ fn standard_cells(m: &AllMetrics, standard: &str, key: &str) -> Option<PyVal> {
             "rmse" => b.rmse.clone(),
             _ => b.eb.clone(),
         }),
-        ("absolute_threshold", k) => Some(match k {
-            "inf_nan_error_ratio" => m.absolute_threshold.inf_nan_error_ratio.clone(),
-            "rel_err_ratio" => m.absolute_threshold.rel_err_ratio.clone(),
-            _ => m.absolute_threshold.abs_err_ratio.clone(),
+        ("absolute_threshold", k) => m.absolute_threshold.as_ref().map(|a| match k {
+            "inf_nan_error_ratio" => a.inf_nan_error_ratio.clone(),
+            "rel_err_ratio" => a.rel_err_ratio.clone(),
+            _ => a.abs_err_ratio.clone(),
         }),
-        ("accumulative_error", k) => Some(match k {
-            "inf_nan_error_ratio" => m.accumulative.inf_nan_error_ratio.clone(),
-            "rel_err_ratio" => m.accumulative.rel_err_ratio.clone(),
-            "abs_err_ratio" => m.accumulative.abs_err_ratio.clone(),
-            _ => m.accumulative.eb.clone(),
+        ("accumulative_error", k) => m.accumulative.as_ref().map(|a| match k {
+            "inf_nan_error_ratio" => a.inf_nan_error_ratio.clone(),
+            "rel_err_ratio" => a.rel_err_ratio.clone(),
+            "abs_err_ratio" => a.abs_err_ratio.clone(),
+            _ => a.eb.clone(),
         }),
         ("ulp", k) => m.ulp.as_ref().map(|u| match k {
             "max_ulp_error" => u.max_ulp_error.clone(),
