@@ -138,6 +138,12 @@ def main():
             extra = "" if kind == "bare" else (f"  ratio {m / b[0]:.3f} / {med / b[1]:.3f}"
                                                f"  ({100 * (m / b[0] - 1):+.1f}% / {100 * (med / b[1] - 1):+.1f}%)")
             print(f"  {labels[kind]:<24}: {m * 1e3:8.1f} / {med * 1e3:8.1f} ms{extra}")
+    # Each round ran the three back to back: the per-round ratio cancels load that changes
+    # between rounds, which min and median of each kind alone do not.
+    for kind in ("serial", "overlap"):
+        paired = sorted(f[1] / b[1] for f, b in zip(runs[kind], runs["bare"]))
+        print(f"paired wall ratio, {labels[kind]}: median {paired[len(paired) // 2]:.3f} "
+              f"(rounds: {paired[0]:.3f} ... {paired[-1]:.3f})")
     split.sort()
     print(f"judging / executing each API (overlapped runs): median {100 * split[len(split) // 2]:.1f}%")
     from numprobe.pytorch.run_ut.runner import spare_core

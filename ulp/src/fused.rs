@@ -7,7 +7,6 @@
 use crate::elem::{
     Elem, FloatKind, NP_BUFSIZE, Work, exp2_int, exp2_normal, nan_max, pairwise_sum,
 };
-use rayon::prelude::*;
 
 /// Thresholds of one comparison, picked from the device dtype (spec §1.3.1 table).
 #[derive(Clone, Copy, Debug)]
@@ -1091,15 +1090,16 @@ pub fn fused_stats<B: Elem, D: Elem, W: Work, U: Work>(
     // For float64 the plain sum is within 1e-15 of numpy's.
     let exact = W::KIND != FloatKind::F64;
     let nblocks = n.div_ceil(NP_BUFSIZE);
+    let threads = rayon::current_num_threads().max(1);
     // Enough blocks per window to keep every thread busy, few enough that the buffers stay
     // small (they are allocated per call).
-    let per_window = (8 * rayon::current_num_threads()).clamp(32, WINDOW_BLOCKS);
+    let per_window = (8 * threads).clamp(32, WINDOW_BLOCKS);
     let window = if exact {
         per_window.min(nblocks)
     } else {
         nblocks
     };
-    // Block k of a window: its stats, and its valid errors at the start of `slot` (exact only).
+    // Block k: its stats, and its valid errors at the start of `slot` (exact only).
     let run_block = |k: usize, slot: Option<&mut [W]>| -> FusedStats<W, U> {
         let lo = k * NP_BUFSIZE;
         let hi = (lo + NP_BUFSIZE).min(n);
@@ -1120,28 +1120,14 @@ pub fn fused_stats<B: Elem, D: Elem, W: Work, U: Work>(
             st
         }
     };
-    let compute = |lo: usize, buf: &mut [W]| -> Vec<FusedStats<W, U>> {
-        let hi = (lo + window).min(nblocks);
-        if exact {
-            buf[..(hi - lo) * NP_BUFSIZE]
-                .par_chunks_mut(NP_BUFSIZE)
-                .enumerate()
-                .map(|(j, slot)| run_block(lo + j, Some(slot)))
-                .collect()
-        } else {
-            (lo..hi)
-                .into_par_iter()
-                .map(|k| run_block(k, None))
-                .collect()
-        }
-    };
     // numpy starts its running sums from 0 and adds block sums in order.
     let mut total = empty_stats::<W, U>(B::KIND, D::KIND);
     let mut pending: Vec<W> = Vec::new();
     let mut rel_sum = W::ZERO;
-    let mut feed = |outs: Vec<FusedStats<W, U>>, buf: &[W]| {
-        for (j, st) in outs.iter().enumerate() {
-            merge(&mut total, st);
+    let mut feed = |outs: Vec<Option<FusedStats<W, U>>>, buf: &[W]| {
+        for (j, st) in outs.into_iter().enumerate() {
+            let st = st.expect("every block of the window ran");
+            merge(&mut total, &st);
             if !exact {
                 continue;
             }
@@ -1162,14 +1148,21 @@ pub fn fused_stats<B: Elem, D: Elem, W: Work, U: Work>(
     };
     let buf_len = if exact { window * NP_BUFSIZE } else { 0 };
     let (mut cur_buf, mut next_buf) = (vec![W::ZERO; buf_len], Vec::new());
-    // Window k+1 is computed while window k's results are folded in.
-    let mut outs = compute(0, &mut cur_buf);
+    let mut outs = empty_slots(window.min(nblocks));
+    rayon::in_place_scope(|s| {
+        spawn_window(s, threads, 0, &mut outs, &mut cur_buf, exact, &run_block)
+    });
+    // Window k+1 is computed on the pool while window k's results are folded in here.
     let mut lo = window;
     while lo < nblocks {
         if next_buf.len() != buf_len {
             next_buf = vec![W::ZERO; buf_len];
         }
-        let (_, next) = rayon::join(|| feed(outs, &cur_buf), || compute(lo, &mut next_buf));
+        let mut next = empty_slots(window.min(nblocks - lo));
+        rayon::in_place_scope(|s| {
+            spawn_window(s, threads, lo, &mut next, &mut next_buf, exact, &run_block);
+            feed(std::mem::take(&mut outs), &cur_buf);
+        });
         outs = next;
         std::mem::swap(&mut cur_buf, &mut next_buf);
         lo += window;
@@ -1181,6 +1174,51 @@ pub fn fused_stats<B: Elem, D: Elem, W: Work, U: Work>(
     total.rel_sum = rel_sum;
     total.rel_sum_exact = exact;
     total
+}
+
+fn empty_slots<T>(n: usize) -> Vec<Option<T>> {
+    (0..n).map(|_| None).collect()
+}
+
+/// Spawns the blocks `first..first + outs.len()` on the pool, one job per thread over a run of
+/// consecutive blocks; block `first + j` leaves its stats in `outs[j]` and (exact) its valid
+/// errors in the `j`-th 8192-element slot of `buf`.
+///
+/// Spawned jobs rather than a parallel iterator: each job spawned from outside the pool wakes
+/// a worker, while work split inside the pool reaches a worker that slept (the pool idles
+/// while torch runs between two outputs of a replay) too late to help. Measured here: eight
+/// 250 µs jobs after a 10 ms idle took 2.1 ms with `par_iter` (all on one worker), 1.2 ms as
+/// two spawned runs.
+fn spawn_window<'s, W: Work, U: Work, F>(
+    s: &rayon::Scope<'s>,
+    threads: usize,
+    first: usize,
+    outs: &'s mut [Option<FusedStats<W, U>>],
+    buf: &'s mut [W],
+    exact: bool,
+    run_block: &'s F,
+) where
+    F: Fn(usize, Option<&mut [W]>) -> FusedStats<W, U> + Sync,
+{
+    let per = outs.len().div_ceil(threads).max(1);
+    let mut slots: Vec<Option<&'s mut [W]>> = if exact {
+        buf.chunks_mut(NP_BUFSIZE).map(Some).collect()
+    } else {
+        Vec::new()
+    };
+    for (c, run) in outs.chunks_mut(per).enumerate() {
+        let lo = c * per;
+        let mut run_slots: Vec<Option<&'s mut [W]>> = if exact {
+            slots.drain(..run.len()).collect()
+        } else {
+            (0..run.len()).map(|_| None).collect()
+        };
+        s.spawn(move |_| {
+            for (j, (out, slot)) in run.iter_mut().zip(run_slots.drain(..)).enumerate() {
+                *out = Some(run_block(first + lo + j, slot));
+            }
+        });
+    }
 }
 
 /// The masked relative error of one element (`None` where msprobe sets it to -1).
