@@ -326,8 +326,24 @@ def test_overlapped_judge_keeps_rows_and_order(tmp_path, monkeypatch):
 
     real = compare._native
 
+    class PartlyFailing:
+        """A PendingBatch whose APIs at `failing` come back failed."""
+
+        def __init__(self, pending, failing):
+            self.pending, self.failing = pending, failing
+
+        def done(self):
+            return self.pending.done()
+
+        def wait(self):
+            results = self.pending.wait()
+            for i in self.failing:
+                results[i] = (False, "metrics failed", [])
+            return results
+
     class Native:
-        """numprobe._native whose deferred rows of relu fail when waited for."""
+        """numprobe._native whose deferred rows of relu fail when waited for (alone or in a
+        batch: relu's float32 outputs are batched)."""
 
         def __getattr__(self, name):
             return getattr(real, name)
@@ -335,6 +351,10 @@ def test_overlapped_judge_keeps_rows_and_order(tmp_path, monkeypatch):
         def check_output_async(self, api_name, *args):
             pending = real.check_output_async(api_name, *args)
             return FailingWait() if api_name == "relu" else pending
+
+        def check_outputs_async(self, items, *args):
+            failing = [i for i, item in enumerate(items) if item[0] == "relu"]
+            return PartlyFailing(real.check_outputs_async(items, *args), failing)
 
     monkeypatch.setattr(compare, "_native", Native())
     skipped = ApiResult.skipped("Functional.relu.0", "metrics failed").lines()
@@ -390,6 +410,42 @@ def test_pending_row_equals_check_output():
         _native.check_output_async("gelu", bad, bad, t)
 
 
+def test_pending_batch_equals_check_outputs():
+    """check_outputs_async: per API the status and rows of check_outputs (small and
+    multi-block outputs), an API with bad sides failed alone with check_outputs' message, one
+    wait per batch, an unread batch safe to drop."""
+    import gc
+
+    from numprobe import _native
+    from numprobe.pytorch.run_ut import compare as cmp
+
+    torch.manual_seed(1)
+    apis = []
+    for n in (100, 8192 * 5 + 17):
+        pairs = []
+        for scale in (1e-6, 1e-2):
+            bench = torch.randn(n, dtype=torch.float64)
+            pairs.append((bench, (bench + scale * torch.randn(n, dtype=torch.float64)).float()))
+        apis.append(("gelu", pairs))
+    t = torch.zeros(4, dtype=torch.float32)
+    bad = (t.data_ptr(), 5, "float32", [4], "torch.float32")
+    items = [(name, cmp._plain_sides(pairs, None), False) for name, pairs in apis]
+    items.insert(1, ("gelu", [(bad, bad)], False))
+    keep = [pairs for _, pairs in apis] + [t]
+    batch = _native.check_outputs_async(items, keep)
+    got = batch.wait()
+    assert got[1] == (False, "shape [4] holds 4 elements, but numel is 5", [])
+    for (name, pairs), (ok, status, rows) in zip(apis, [got[0], got[2]]):
+        want = _native.check_outputs(name, cmp._plain_sides(pairs, None), False, "26.2")
+        assert ok and (status, rows) == want
+    assert got[2][2][0] != got[2][2][1]  # rows follow their own pair (1e-6 vs 1e-2 noise)
+    with pytest.raises(RuntimeError):
+        batch.wait()
+    unread = _native.check_outputs_async(items, keep)
+    del unread  # waits for the metrics thread before releasing the kept tensors
+    gc.collect()
+
+
 def test_grouped_judging_keeps_rows_and_order(tmp_path, monkeypatch):
     """APIs with small outputs are replayed a group at a time before they are judged: any group
     size gives the records of one API at a time, inline and overlapped."""
@@ -399,8 +455,9 @@ def test_grouped_judging_keeps_rows_and_order(tmp_path, monkeypatch):
     monkeypatch.setattr(runner, "GROUP", 1)
     one = _collect(job, names, overlap=False)
     assert len(one) == len(names)
-    for size in (2, 3, 64):
+    for size in (1, 2, 3, 64):
         monkeypatch.setattr(runner, "GROUP", size)
+        monkeypatch.setattr(runner, "OVERLAP_GROUP", size)
         assert _collect(job, names, overlap=False) == one
         assert _collect(job, names, overlap=True) == one
 

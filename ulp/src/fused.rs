@@ -1080,7 +1080,15 @@ pub fn fused_stats<B: Elem, D: Elem, W: Work, U: Work>(
 ) -> FusedStats<W, U> {
     let n = bench.len().min(device.len());
     let (bench, device) = (&bench[..n], &device[..n]);
-    if bench.len() <= NP_BUFSIZE {
+    if n == NP_BUFSIZE {
+        // One full numpy block: the full-block kernel, its valid relative errors summed as one
+        // pairwise block (what `block` does for a shorter input, several times slower).
+        let mut valid = vec![W::ZERO; NP_BUFSIZE];
+        let mut s = full_block::<B, D, W, U>(bench, device, p, Some(&mut valid));
+        s.rel_sum = pairwise_sum(&valid[..s.rel_valid as usize]);
+        return s;
+    }
+    if n < NP_BUFSIZE {
         // One numpy block: the valid relative errors form one pairwise block too.
         return block::<B, D, W, U>(bench, device, p, true);
     }
@@ -1090,7 +1098,13 @@ pub fn fused_stats<B: Elem, D: Elem, W: Work, U: Work>(
     // For float64 the plain sum is within 1e-15 of numpy's.
     let exact = W::KIND != FloatKind::F64;
     let nblocks = n.div_ceil(NP_BUFSIZE);
-    let threads = rayon::current_num_threads().max(1);
+    // Below PARALLEL_MIN_BLOCKS the caller runs every block: waking a pool thread costs about
+    // what a few blocks do.
+    let threads = if nblocks < PARALLEL_MIN_BLOCKS {
+        1
+    } else {
+        rayon::current_num_threads().max(1)
+    };
     // Enough blocks per window to keep every thread busy, few enough that the buffers stay
     // small (they are allocated per call).
     let per_window = (8 * threads).clamp(32, WINDOW_BLOCKS);
@@ -1150,7 +1164,16 @@ pub fn fused_stats<B: Elem, D: Elem, W: Work, U: Work>(
     let (mut cur_buf, mut next_buf) = (vec![W::ZERO; buf_len], Vec::new());
     let mut outs = empty_slots(window.min(nblocks));
     rayon::in_place_scope(|s| {
-        spawn_window(s, threads, 0, &mut outs, &mut cur_buf, exact, &run_block)
+        run_window(
+            s,
+            threads,
+            0,
+            &mut outs,
+            &mut cur_buf,
+            exact,
+            &run_block,
+            true,
+        )
     });
     // Window k+1 is computed on the pool while window k's results are folded in here.
     let mut lo = window;
@@ -1160,7 +1183,16 @@ pub fn fused_stats<B: Elem, D: Elem, W: Work, U: Work>(
         }
         let mut next = empty_slots(window.min(nblocks - lo));
         rayon::in_place_scope(|s| {
-            spawn_window(s, threads, lo, &mut next, &mut next_buf, exact, &run_block);
+            run_window(
+                s,
+                threads,
+                lo,
+                &mut next,
+                &mut next_buf,
+                exact,
+                &run_block,
+                false,
+            );
             feed(std::mem::take(&mut outs), &cur_buf);
         });
         outs = next;
@@ -1180,27 +1212,35 @@ fn empty_slots<T>(n: usize) -> Vec<Option<T>> {
     (0..n).map(|_| None).collect()
 }
 
-/// Spawns the blocks `first..first + outs.len()` on the pool, one job per thread over a run of
-/// consecutive blocks; block `first + j` leaves its stats in `outs[j]` and (exact) its valid
-/// errors in the `j`-th 8192-element slot of `buf`.
+/// Fewest blocks worth splitting between threads.
+const PARALLEL_MIN_BLOCKS: usize = 8;
+
+/// Runs the blocks `first..first + outs.len()` as `runs` runs of consecutive blocks: each is
+/// spawned on the pool, except the last when `help` (the caller runs it at once); block
+/// `first + j` leaves its stats in `outs[j]` and (exact) its valid errors in the `j`-th
+/// 8192-element slot of `buf`.
 ///
-/// Spawned jobs rather than a parallel iterator: each job spawned from outside the pool wakes
+/// Spawned runs rather than a parallel iterator: each job spawned from outside the pool wakes
 /// a worker, while work split inside the pool reaches a worker that slept (the pool idles
 /// while torch runs between two outputs of a replay) too late to help. Measured here: eight
 /// 250 µs jobs after a 10 ms idle took 2.1 ms with `par_iter` (all on one worker), 1.2 ms as
 /// two spawned runs.
-fn spawn_window<'s, W: Work, U: Work, F>(
+#[allow(clippy::too_many_arguments)]
+fn run_window<'s, W: Work, U: Work, F>(
     s: &rayon::Scope<'s>,
-    threads: usize,
+    runs: usize,
     first: usize,
     outs: &'s mut [Option<FusedStats<W, U>>],
     buf: &'s mut [W],
     exact: bool,
     run_block: &'s F,
+    help: bool,
 ) where
     F: Fn(usize, Option<&mut [W]>) -> FusedStats<W, U> + Sync,
 {
-    let per = outs.len().div_ceil(threads).max(1);
+    let per = outs.len().div_ceil(runs).max(1);
+    let last = outs.len().div_ceil(per) - 1;
+    let mut mine = None;
     let mut slots: Vec<Option<&'s mut [W]>> = if exact {
         buf.chunks_mut(NP_BUFSIZE).map(Some).collect()
     } else {
@@ -1208,16 +1248,24 @@ fn spawn_window<'s, W: Work, U: Work, F>(
     };
     for (c, run) in outs.chunks_mut(per).enumerate() {
         let lo = c * per;
-        let mut run_slots: Vec<Option<&'s mut [W]>> = if exact {
+        let run_slots: Vec<Option<&'s mut [W]>> = if exact {
             slots.drain(..run.len()).collect()
         } else {
             (0..run.len()).map(|_| None).collect()
         };
-        s.spawn(move |_| {
-            for (j, (out, slot)) in run.iter_mut().zip(run_slots.drain(..)).enumerate() {
+        let job = move || {
+            for (j, (out, slot)) in run.iter_mut().zip(run_slots).enumerate() {
                 *out = Some(run_block(first + lo + j, slot));
             }
-        });
+        };
+        if help && c == last {
+            mine = Some(job);
+        } else {
+            s.spawn(move |_| job());
+        }
+    }
+    if let Some(job) = mine {
+        job();
     }
 }
 

@@ -228,11 +228,11 @@ proptest! {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(8))]
+    #![proptest_config(ProptestConfig::with_cases(16))]
 
     /// Several numpy blocks: the block-ordered sums must still match numpy's exactly.
     #[test]
-    fn fused_matches_reference_multi_block(fam in family(), pairs in prop::collection::vec(gen_pair(), 1..64), len in 8193usize..30000) {
+    fn fused_matches_reference_multi_block(fam in family(), pairs in prop::collection::vec(gen_pair(), 1..64), len in prop_oneof![Just(8192usize), 8193usize..30000, 65536usize..70000]) {
         let (b, d) = build(&pairs);
         let b: Vec<f64> = (0..len).map(|i| b[i % b.len()] * (1.0 + (i as f64) * 1e-7)).collect();
         let d: Vec<f64> = (0..len).map(|i| d[i % d.len()] * (1.0 + (i as f64) * 1e-7)).collect();

@@ -234,17 +234,33 @@ fn check_outputs(
     fp8_input: bool,
     routing: &str,
 ) -> PyResult<(&'static str, Vec<RowTexts>)> {
-    let cmps = pairs
-        .into_iter()
-        .map(|(b, d)| Comparison::new(api_name, b, d, fp8_input, routing))
-        .collect::<PyResult<Vec<_>>>()?;
+    let cmps = comparisons(api_name, pairs, fp8_input, routing)?;
     // SAFETY: the Python caller passes data_ptr/numel of contiguous CPU tensors it holds for
     // the duration of the call.
-    let rows = py.detach(|| {
-        cmps.iter()
-            .map(|c| unsafe { c.run() })
-            .collect::<PyResult<Vec<_>>>()
-    })?;
+    py.detach(|| unsafe { run_all(&cmps) })
+}
+
+fn comparisons(
+    api_name: &str,
+    pairs: Vec<(SideTuple, SideTuple)>,
+    fp8_input: bool,
+    routing: &str,
+) -> PyResult<Vec<Comparison>> {
+    pairs
+        .into_iter()
+        .map(|(b, d)| Comparison::new(api_name, b, d, fp8_input, routing))
+        .collect()
+}
+
+/// The rolled-up status and row texts of one API's comparisons.
+///
+/// # Safety
+/// As [`Comparison::run`], for every comparison.
+unsafe fn run_all(cmps: &[Comparison]) -> PyResult<(&'static str, Vec<RowTexts>)> {
+    let rows = cmps
+        .iter()
+        .map(|c| unsafe { c.run() })
+        .collect::<PyResult<Vec<_>>>()?;
     let statuses: Vec<&str> = rows.iter().map(|r| r.status.as_str()).collect();
     let status = ulp::rollup_statuses(&statuses);
     let out = rows
@@ -314,27 +330,53 @@ fn csv_tail(row: &DetailRow) -> String {
     out
 }
 
-/// Where the metrics thread leaves a row.
-enum State {
+/// Where the metrics thread leaves a result.
+enum State<T> {
     Running,
-    Done(Box<PyResult<DetailRow>>),
+    Done(Box<T>),
     Taken,
 }
 
-type Slot = Arc<(Mutex<State>, Condvar)>;
+type Slot<T> = Arc<(Mutex<State<T>>, Condvar)>;
+
+fn new_slot<T>() -> Slot<T> {
+    Arc::new((Mutex::new(State::Running), Condvar::new()))
+}
+
+/// Leaves `result` in `slot` and wakes its waiters.
+fn fill<T>(slot: &Slot<T>, result: T) {
+    let (lock, done) = &**slot;
+    *lock.lock().unwrap_or_else(|e| e.into_inner()) = State::Done(Box::new(result));
+    done.notify_all();
+}
+
+/// Takes the result out of `slot`, waiting for it without the GIL; `None` if already taken.
+fn take<T: Send>(py: Python<'_>, slot: &Slot<T>) -> Option<T> {
+    match py.detach(|| std::mem::replace(&mut *wait_done(slot), State::Taken)) {
+        State::Done(result) => Some(*result),
+        State::Taken | State::Running => None,
+    }
+}
+
+/// Whether the result is in `slot` (or was taken).
+fn is_done<T>(slot: &Slot<T>) -> bool {
+    let (lock, _) = &**slot;
+    let state = lock.lock().unwrap_or_else(|e| e.into_inner());
+    !matches!(*state, State::Running)
+}
 
 /// A detail row computed on numprobe's metrics thread (see [`check_output_async`]); it holds
 /// the two tensors whose memory the thread reads until the row is done.
 #[pyclass(name = "PendingRow", module = "numprobe._native")]
 struct PendingRow {
-    slot: Slot,
+    slot: Slot<PyResult<DetailRow>>,
     /// The tensors (or any owners of the memory) passed as `keep`: released only once the
     /// metrics thread is done with them.
     keep: Option<Py<PyAny>>,
 }
 
 /// Blocks until the metrics thread has left its result in `slot`.
-fn wait_done(slot: &Slot) -> std::sync::MutexGuard<'_, State> {
+fn wait_done<T>(slot: &Slot<T>) -> std::sync::MutexGuard<'_, State<T>> {
     let (lock, done) = &**slot;
     // A poisoned lock still holds a valid state: it is only ever replaced whole.
     let mut guard = lock.lock().unwrap_or_else(|e| e.into_inner());
@@ -349,20 +391,17 @@ impl PendingRow {
     /// Waits for the row (without the GIL). Raises what `check_output` would have raised; a
     /// second call raises RuntimeError.
     fn wait(&mut self, py: Python<'_>) -> PyResult<PyDetailRow> {
-        let slot = self.slot.clone();
-        let state = py.detach(|| std::mem::replace(&mut *wait_done(&slot), State::Taken));
+        let row = take(py, &self.slot);
         self.keep = None;
-        match state {
-            State::Done(row) => Ok(PyDetailRow { row: (*row)? }),
-            State::Taken | State::Running => Err(PyRuntimeError::new_err("row already taken")),
+        match row {
+            Some(row) => Ok(PyDetailRow { row: row? }),
+            None => Err(PyRuntimeError::new_err("row already taken")),
         }
     }
 
     /// Whether the row is ready (`wait` would not block).
     fn done(&self) -> bool {
-        let (lock, _) = &*self.slot;
-        let state = lock.lock().unwrap_or_else(|e| e.into_inner());
-        !matches!(*state, State::Running)
+        is_done(&self.slot)
     }
 }
 
@@ -392,22 +431,106 @@ fn check_output_async(
     routing: &str,
 ) -> PyResult<PendingRow> {
     let cmp = Comparison::new(api_name, bench, device, fp8_input, routing)?;
-    let slot: Slot = Arc::new((Mutex::new(State::Running), Condvar::new()));
+    let slot = new_slot();
     let filled = slot.clone();
     ulp::fused::spawn_on_one_thread(move || {
         // SAFETY: the PendingRow holding `keep` (the owners of this memory) waits for this
         // job before releasing them, also when it is dropped unread.
         let row = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| unsafe { cmp.run() }))
-            .unwrap_or_else(|_| {
-                Err(PyRuntimeError::new_err(
-                    "the accuracy metrics panicked on this output",
-                ))
-            });
-        let (lock, done) = &*filled;
-        *lock.lock().unwrap_or_else(|e| e.into_inner()) = State::Done(Box::new(row));
-        done.notify_all();
+            .unwrap_or_else(|_| Err(panicked()));
+        fill(&filled, row);
     });
     Ok(PendingRow {
+        slot,
+        keep: Some(keep),
+    })
+}
+
+fn panicked() -> PyErr {
+    PyRuntimeError::new_err("the accuracy metrics panicked on this output")
+}
+
+/// One API's outputs in [`check_outputs_async`]: its bare name, `(bench, device)` side pairs
+/// and whether an input was fp8.
+type BatchItem = (String, Vec<(SideTuple, SideTuple)>, bool);
+
+/// What [`PendingBatch::wait`] gives per API: what `check_outputs` returns, or the error it
+/// raised.
+type BatchResult = PyResult<(&'static str, Vec<RowTexts>)>;
+
+/// The rows of several APIs computed on the metrics thread (see [`check_outputs_async`]);
+/// holds the tensors whose memory the thread reads until they are done.
+#[pyclass(name = "PendingBatch", module = "numprobe._native")]
+struct PendingBatch {
+    slot: Slot<Vec<BatchResult>>,
+    keep: Option<Py<PyAny>>,
+}
+
+#[pymethods]
+impl PendingBatch {
+    /// Waits for the batch (without the GIL): per API in the order given, `(True, status,
+    /// rows)` as `check_outputs` returns them, or `(False, message, [])` where it would have
+    /// raised ValueError or RuntimeError. A second call raises RuntimeError.
+    fn wait(&mut self, py: Python<'_>) -> PyResult<Vec<(bool, String, Vec<RowTexts>)>> {
+        let results = take(py, &self.slot);
+        self.keep = None;
+        let results = results.ok_or_else(|| PyRuntimeError::new_err("batch already taken"))?;
+        Ok(results
+            .into_iter()
+            .map(|r| match r {
+                Ok((status, rows)) => (true, status.to_string(), rows),
+                Err(e) => (false, e.value(py).to_string(), Vec::new()),
+            })
+            .collect())
+    }
+
+    /// Whether the batch is done (`wait` would not block).
+    fn done(&self) -> bool {
+        is_done(&self.slot)
+    }
+}
+
+impl Drop for PendingBatch {
+    fn drop(&mut self) {
+        if self.keep.is_some() {
+            // As PendingRow: the kept tensors outlive the thread's reads.
+            drop(wait_done(&self.slot));
+        }
+    }
+}
+
+/// [`check_outputs`] for several APIs in one job on numprobe's metrics thread: returns at once
+/// with a `PendingBatch`. One hand-over for many small outputs (waking the thread costs about
+/// what judging one small output does). An API whose sides `check_outputs` would reject gets
+/// its error in the batch; the others are computed. `keep` is held until the batch is done:
+/// the owners of every `data_ptr` in `items`.
+#[pyfunction]
+#[pyo3(signature = (items, keep, routing="26.2"))]
+fn check_outputs_async(
+    items: Vec<BatchItem>,
+    keep: Py<PyAny>,
+    routing: &str,
+) -> PyResult<PendingBatch> {
+    let jobs: Vec<PyResult<Vec<Comparison>>> = items
+        .into_iter()
+        .map(|(api_name, pairs, fp8_input)| comparisons(&api_name, pairs, fp8_input, routing))
+        .collect();
+    let slot = new_slot();
+    let filled = slot.clone();
+    ulp::fused::spawn_on_one_thread(move || {
+        let results = jobs
+            .into_iter()
+            .map(|job| {
+                let cmps = job?;
+                // SAFETY: as in check_output_async: the PendingBatch holding `keep` waits for
+                // this job before releasing the memory.
+                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| unsafe { run_all(&cmps) }))
+                    .unwrap_or_else(|_| Err(panicked()))
+            })
+            .collect();
+        fill(&filled, results);
+    });
+    Ok(PendingBatch {
         slot,
         keep: Some(keep),
     })
@@ -447,9 +570,11 @@ fn detail_header() -> Vec<&'static str> {
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyDetailRow>()?;
     m.add_class::<PendingRow>()?;
+    m.add_class::<PendingBatch>()?;
     m.add_function(wrap_pyfunction!(check_output, m)?)?;
     m.add_function(wrap_pyfunction!(check_output_async, m)?)?;
     m.add_function(wrap_pyfunction!(check_outputs, m)?)?;
+    m.add_function(wrap_pyfunction!(check_outputs_async, m)?)?;
     m.add_function(wrap_pyfunction!(rollup_statuses, m)?)?;
     m.add_function(wrap_pyfunction!(standard_for, m)?)?;
     m.add_function(wrap_pyfunction!(bare_api_name, m)?)?;

@@ -1,6 +1,7 @@
 """Judging golden against device outputs: one detail row per output, computed by the Rust
 metrics of the `ulp` crate (numprobe._native.check_outputs for all of an API's outputs at once
-in the common case, else check_output / check_output_async one output at a time)."""
+in the common case, or check_outputs_async for the small outputs of several APIs at once on
+the metrics thread; else check_output / check_output_async one output at a time)."""
 import csv
 import io
 import re
@@ -46,28 +47,77 @@ def name_cell(name):
     return csv_line([name, ""])[:-3]
 
 
+class Batch:
+    """The outputs of several APIs, judged in one job on the metrics thread: one hand-over
+    for all of them (waking the thread costs about what judging one small output does).
+    `add` the APIs, `submit()`, then `result(i)` waits for API i's rows."""
+
+    __slots__ = ("_items", "_keep", "_pending", "_results")
+
+    def __init__(self):
+        self._items, self._keep = [], []
+        self._pending = self._results = None
+
+    def __len__(self):
+        return len(self._items)
+
+    def add(self, api_name, sides, pairs, fp8_input):
+        """Queues one API's (bench, device) side tuples; `pairs` holds the tensors they point
+        into (kept until the batch is done). Returns the API's index in the batch."""
+        self._items.append((api_name, sides, fp8_input))
+        self._keep.append(pairs)
+        return len(self._items) - 1
+
+    def submit(self, routing):
+        self._pending = _native.check_outputs_async(self._items, self._keep, routing)
+        self._items = self._keep = None
+
+    def done(self):
+        return self._results is not None or self._pending.done()
+
+    def result(self, i):
+        """(status, [(status, message, tail)]) of API i, as check_outputs returns them;
+        raises what check_outputs would have raised for it."""
+        if self._results is None:
+            self._results = self._pending.wait()
+            self._pending = None
+        ok, status, rows = self._results[i]
+        if not ok:
+            raise ValueError(status)
+        return status, rows
+
+
 class Row:
     """A detail row: status, message and its CSV text: cells, a native row, or the finished
-    record after the name cell (`tail`). A deferred row is computed on the metrics thread;
+    record after the name cell (`tail`). A deferred row is computed on the metrics thread,
+    alone (`pending`) or as output k of API i of a Batch (`batched` = (batch, i, k));
     `settle()` waits for it."""
 
-    __slots__ = ("status", "message", "_native", "_cells", "_pending", "_tail")
+    __slots__ = ("status", "message", "_native", "_cells", "_pending", "_tail", "_batched")
 
-    def __init__(self, status, message, native=None, cells=None, pending=None, tail=None):
+    def __init__(self, status, message, native=None, cells=None, pending=None, tail=None, batched=None):
         self.status, self.message, self._native, self._cells = status, message, native, cells
-        self._pending, self._tail = pending, tail
+        self._pending, self._tail, self._batched = pending, tail, batched
 
     def settle(self):
         if self._pending is not None:
             native = self._pending.wait()
             self._pending = None
             self._native, self.status, self.message = native, native.status, native.message
+        elif self._batched is not None:
+            batch, i, k = self._batched
+            self.status, self.message, self._tail = batch.result(i)[1][k]
+            self._batched = None
         return self
 
     def ready(self):
+        if self._batched is not None:
+            return self._batched[0].done()
         return self._pending is None or self._pending.done()
 
     def line(self, row_name):
+        if self._batched is not None:
+            self.settle()
         if self._tail is not None:
             return name_cell(row_name) + self._tail
         if self._native is not None or self._pending is not None:
@@ -135,10 +185,10 @@ PLAIN = {dt: (name, str(dt)) for dt, name in NUMPY_NAME.items()}
 Tensor = torch.Tensor
 
 
-def _plain_sides(pairs):
+def _plain_sides(pairs, limit=DEFER_MIN_NUMEL):
     """The (bench, device) side tuples of output pairs that are all contiguous CPU tensors of
-    dtypes numpy reads in place, no larger than DEFER_MIN_NUMEL (what `compare_tensor` judges
-    inline without a host copy); None when one is not."""
+    dtypes numpy reads in place (what `compare_tensor` judges without a host copy), none
+    larger than `limit` elements (None: any size); None when one is not."""
     sides = []
     for b, d in pairs:
         if type(b) is not Tensor or type(d) is not Tensor:
@@ -147,23 +197,28 @@ def _plain_sides(pairs):
         if pb is None or pd is None or not (b.is_cpu and d.is_cpu and b.is_contiguous() and d.is_contiguous()):
             return None
         nb, nd = b.numel(), d.numel()
-        if nb > DEFER_MIN_NUMEL or nd > DEFER_MIN_NUMEL:
+        if limit is not None and (nb > limit or nd > limit):
             return None
         sides.append(((b.data_ptr(), nb, pb[0], b.shape, pb[1]), (d.data_ptr(), nd, pd[0], d.shape, pd[1])))
     return sides
 
 
-def compare_outputs(api_name, bench, device, fp8_input, routing="26.2", defer=False):
+def compare_outputs(api_name, bench, device, fp8_input, routing="26.2", defer=False, batch=None):
     """(status, rows) of an output or a list of outputs (`_compare_core_wrapper`); with
     `defer`, (None, rows) whose status `rollup(rows)` gives once the metrics are done (or
-    the status at once when every row was computed inline)."""
+    the status at once when every row was computed inline). With a `batch` as well, plain
+    outputs of any size join it instead of being judged here (the caller submits it)."""
     if isinstance(bench, (list, tuple)):
         if not isinstance(device, (list, tuple)) or len(bench) > len(device):
             return "error", [blank_row("error", "bench and npu output structure is different.")]
         pairs = list(zip(bench, device))
     else:
         pairs = [(bench, device)]
-    sides = _plain_sides(pairs) if pairs else None
+    batched = defer and batch is not None
+    sides = _plain_sides(pairs, None if batched else DEFER_MIN_NUMEL) if pairs else None
+    if sides is not None and batched:
+        i = batch.add(api_name, sides, pairs, fp8_input)
+        return None, [Row(None, None, batched=(batch, i, k)) for k in range(len(sides))]
     if sides is not None:
         # The common case in one native call: rows and CSV text, no per-output Python. The
         # tensors stay alive in `pairs` until it returned: Rust reads their memory in place.

@@ -170,9 +170,10 @@ def execute_api(name, entry, bwd_entry, tensor_dir, timer=None):
     return r
 
 
-def judge_api(r, routing="26.2", timer=None, defer=False):
+def judge_api(r, routing="26.2", timer=None, defer=False, batch=None):
     """The ApiResult of a re-executed API; raises on failure. With `defer` the metrics of its
-    tensors run on the metrics thread and the result needs `settle()` before use."""
+    tensors run on the metrics thread and the result needs `settle()` before use; its plain
+    CPU outputs join `batch` when one is given (see compare.Batch)."""
     t0 = time.perf_counter()
     result = ApiResult(r.name)
     name, api_name = r.name, r.api_name
@@ -180,13 +181,13 @@ def judge_api(r, routing="26.2", timer=None, defer=False):
         result.fwd_status = cmp.compare_dropout(r.bench_out, r.device_out)
     else:
         result.fwd_status, result.fwd_rows = cmp.compare_outputs(
-            api_name, r.bench_out, r.device_out, r.fp8_input, routing, defer)
+            api_name, r.bench_out, r.device_out, r.fp8_input, routing, defer, batch)
     if r.bench_grads and r.device_grads:
         if "dropout" in name:
             result.bwd_status = cmp.compare_dropout(r.bench_grads[0], r.device_grads[0])
         else:
             result.bwd_status, result.bwd_rows = cmp.compare_outputs(
-                api_name, r.bench_grads, r.device_grads, r.fp8_input, routing, defer)
+                api_name, r.bench_grads, r.device_grads, r.fp8_input, routing, defer, batch)
     if r.message:
         result.bwd_status = "SKIP"
         result.bwd_rows = [cmp.blank_row("SKIP", r.message)]
@@ -244,13 +245,13 @@ class Job:
         except Exception as e:  # noqa: BLE001 - any failure of one API is that API's SKIP row
             return ApiResult.skipped(name, str(e))
 
-    def judge_one(self, item, timer=None, defer=False):
-        """The ApiResult of what execute_one returned (to `settle_one` when deferred); never
-        raises."""
+    def judge_one(self, item, timer=None, defer=False, batch=None):
+        """The ApiResult of what execute_one returned (to `settle_one` when deferred; with a
+        `batch`, once it is submitted); never raises."""
         if isinstance(item, ApiResult):
             return item
         try:
-            return judge_api(item, self.routing, timer, defer)
+            return judge_api(item, self.routing, timer, defer, batch)
         except Exception as e:  # noqa: BLE001 - as in execute_one
             return ApiResult.skipped(item.name, str(e))
 
@@ -292,13 +293,16 @@ def _finish(r):
     return r.lines(), failed, (r.tensors if failed and r.tensors else None)
 
 
-# APIs replayed ahead of the one whose rows are written: slack for the metrics thread (a late
-# wake-up on a busy machine) without holding many APIs' tensors.
+# Groups replayed ahead of the one whose rows are written: slack for the metrics thread (a
+# late wake-up on a busy machine) without holding many APIs' tensors.
 LOOKAHEAD = 2
 # Most APIs with small outputs replayed before they are judged together: judging right after
 # each API runs its code on caches torch just filled and leaves torch's code cold for the next
 # API, which cost more than the judging itself on dumps of small tensors.
 GROUP = 32
+# On the metrics thread a group's small outputs are judged in one batch while torch runs the
+# next group: smaller groups start the thread sooner and leave less to wait for at the end.
+OVERLAP_GROUP = 8
 
 
 def _small(item, keep_tensors):
@@ -322,9 +326,9 @@ def _small(item, keep_tensors):
     return True
 
 
-def _groups(job, names, timer, keep_tensors):
+def _groups(job, names, timer, keep_tensors, size=GROUP):
     """The replayed APIs (or their SKIP results) in dump order, a list at a time: runs of up to
-    GROUP APIs holding small tensors, ended early by an API with a large one."""
+    `size` APIs holding small tensors, ended early by an API with a large one."""
     group = []
     for name in names:
         # No local keeps an API past its group: torch's next allocations should reuse its
@@ -333,7 +337,7 @@ def _groups(job, names, timer, keep_tensors):
         if not keep_tensors and not isinstance(group[-1], ApiResult):
             # Only the outputs are judged: the inputs and autograd graphs go now.
             group[-1].args, group[-1].kwargs, group[-1].grad = (), {}, None
-        if len(group) >= GROUP or not _small(group[-1], keep_tensors):
+        if len(group) >= size or not _small(group[-1], keep_tensors):
             yield group
             group = []
     if group:
@@ -341,28 +345,39 @@ def _groups(job, names, timer, keep_tensors):
 
 
 def _run_overlapped(job, names, sink, timer, keep_tensors):
-    """Each API's metrics run on the metrics thread while torch runs the next APIs; results are
-    settled and handed to the sink in dump order, LOOKAHEAD APIs behind. On an interrupt the
-    unsettled APIs are not written (-csv_path replays them)."""
-    pending = collections.deque()
-    for group in _groups(job, names, timer, keep_tensors):
+    """Each group's metrics run on the metrics thread while torch runs the next groups (its
+    plain CPU outputs in one batch, others one at a time); results are settled and handed to
+    the sink in dump order, LOOKAHEAD groups behind. On an interrupt the unsettled APIs are not
+    written (-csv_path replays them)."""
+    pending = collections.deque()  # per group, its deferred ApiResults in order
+    for group in _groups(job, names, timer, keep_tensors, OVERLAP_GROUP):
+        batch = cmp.Batch()
+        started = collections.deque()
         for item in group:
-            started = job.judge_one(item, timer, defer=True)
+            result = job.judge_one(item, timer, defer=True, batch=batch)
             if not keep_tensors:
-                # Release the outputs now, not LOOKAHEAD APIs later: holding them makes
+                # Release the outputs now, not LOOKAHEAD groups later: holding them makes
                 # torch's next allocations land on fresh pages (page faults).
-                started.tensors = {}
-            pending.append(started)
+                result.tensors = {}
+            started.append(result)
+        if len(batch):
+            batch.submit(job.routing)
+        pending.append(started)
         group.clear()
-        item = started = None
+        item = result = started = batch = None
         # Rows already computed are written at once (resume keeps them, their tensors go);
-        # the oldest is waited for when LOOKAHEAD APIs are ahead of it.
-        while pending and (len(pending) > LOOKAHEAD or pending[0].ready()):
-            done = pending.popleft()
+        # the oldest group is waited for when LOOKAHEAD groups are ahead of it.
+        while pending:
+            oldest = pending[0]
+            while oldest and (len(pending) > LOOKAHEAD or oldest[0].ready()):
+                done = oldest.popleft()
+                sink(done.name, *_finish(job.settle_one(done, timer)))
+            if oldest:
+                break
+            pending.popleft()
+    for oldest in pending:
+        for done in oldest:
             sink(done.name, *_finish(job.settle_one(done, timer)))
-    while pending:
-        done = pending.popleft()
-        sink(done.name, *_finish(job.settle_one(done, timer)))
 
 
 def spare_core():
