@@ -5,6 +5,9 @@
 //! - `fused_speed time [MI] [REPEATS]`: ns/element (median of REPEATS) for fp32/fp16/bf16
 //!   devices on MI Mi elements (default 4), on one thread and on all threads, gathering every
 //!   standard's metrics and only the benchmark standard's (run_ut's default routing).
+//! - `fused_speed sizes [REPEATS]`: µs per call (median of REPEATS, default 200) for an fp32
+//!   device against a float64 bench, benchmark standard only, from 32 to 262144 elements:
+//!   the per-call costs of partial blocks, one full block and a few blocks.
 //! - `fused_speed digest`: one line per (case, size) with every field of the result (`{:?}`
 //!   prints shortest round-trip floats, so equal text means equal bits up to NaN payloads).
 
@@ -13,7 +16,7 @@ mod edges;
 use std::time::Instant;
 
 use half::f16;
-use ulp::elem::{Elem, Work};
+use ulp::elem::{Elem, FloatKind, Work};
 use ulp::fused::{DeviceFamily, FusedStats, Params, Scope, fused_stats};
 
 /// xorshift64: deterministic uniform values in [0, 1).
@@ -232,6 +235,32 @@ fn run_time(mi: usize, reps: usize) {
     }
 }
 
+fn run_sizes(reps: usize) {
+    let p =
+        Params::new(DeviceFamily::F32, FloatKind::F64, FloatKind::F32).with_scope(Scope::Benchmark);
+    let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    println!(
+        "reps={reps} threads={} loadavg: {}",
+        rayon::current_num_threads(),
+        load.trim()
+    );
+    for n in [
+        32usize, 256, 1024, 4096, 8191, 8192, 8193, 16384, 32768, 65536, 131072, 262144,
+    ] {
+        let (b, d) = smooth(n, 0x5DEE_CE66 + n as u64);
+        let d: Vec<f32> = d.iter().map(|&x| x as f32).collect();
+        let mut us = Vec::with_capacity(reps);
+        for _ in 0..reps {
+            let t0 = Instant::now();
+            let s: FusedStats<f64, f64> = fused_stats(&b, &d, &p);
+            std::hint::black_box(&s);
+            us.push(t0.elapsed().as_secs_f64() * 1e6);
+        }
+        let m = median(us);
+        println!("n={n:7}: {m:8.1} us ({:.2} ns/elem)", m * 1e3 / n as f64);
+    }
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     match args.get(1).map(String::as_str) {
@@ -241,6 +270,7 @@ fn main() {
             let reps = args.get(3).and_then(|s| s.parse().ok()).unwrap_or(7);
             run_time(mi, reps);
         }
-        _ => eprintln!("usage: fused_speed digest | time [MI] [REPEATS]"),
+        Some("sizes") => run_sizes(args.get(2).and_then(|s| s.parse().ok()).unwrap_or(200)),
+        _ => eprintln!("usage: fused_speed digest | time [MI] [REPEATS] | sizes [REPEATS]"),
     }
 }

@@ -228,11 +228,6 @@ fn inf_nan_passes(
     re <= tol || (df.is_nan() && gc.is_nan())
 }
 
-/// Per-element flag bits of one block.
-const F_FINITE: u8 = 1;
-const F_SMALL: u8 = 2;
-const F_ACC_SMALL: u8 = 4;
-
 /// The ULP error of one element, evaluated exactly as numpy does (scalar path for the rare
 /// elements the vector loop cannot take).
 fn ulp_scalar<B: Elem, U: Work>(b: B, df: f64, ulp_p: f64, ulp_emin: f64) -> U {
@@ -247,234 +242,6 @@ fn ulp_scalar<B: Elem, U: Work>(b: B, df: f64, ulp_p: f64, ulp_emin: f64) -> U {
     let factor = U::from_f64(B::KIND.round(exp2_int(ulp_p - e)));
     let diff = U::from_f64(U::from_f64(df).to_f64() - bf);
     (diff * factor).abs()
-}
-
-/// NaN-propagating max over a slice, in lanes so the loop vectorises.
-#[inline(always)]
-fn max_lanes<W: Work>(a: &[W]) -> W {
-    let mut m = [W::from_f64(f64::NEG_INFINITY); 8];
-    let mut nan = false;
-    let chunks = a.chunks_exact(8);
-    let rest = chunks.remainder();
-    for c in chunks {
-        for j in 0..8 {
-            let x = c[j];
-            nan |= x.is_nan();
-            m[j] = if x > m[j] { x } else { m[j] };
-        }
-    }
-    for &x in rest {
-        nan |= x.is_nan();
-        m[0] = if x > m[0] { x } else { m[0] };
-    }
-    if nan {
-        return W::from_f64(f64::NAN);
-    }
-    m.iter()
-        .copied()
-        .fold(W::from_f64(f64::NEG_INFINITY), |acc, x| {
-            if x > acc { x } else { acc }
-        })
-}
-
-#[inline(always)]
-fn block_body<B: Elem, D: Elem, W: Work, U: Work, const ALL: bool>(
-    bench: &[B],
-    device: &[D],
-    p: &Params,
-    single: bool,
-) -> FusedStats<W, U> {
-    let bk = B::KIND;
-    let dk = D::KIND;
-    let n = bench.len().min(device.len());
-    let (bench, device) = (&bench[..n], &device[..n]);
-    let mut s = empty_stats::<W, U>(bk, dk);
-    s.n = n;
-
-    // Pass 1: absolute/relative errors and the masks, element by element.
-    let mut ae: Vec<W> = vec![W::ZERO; n];
-    let mut rel: Vec<W> = vec![W::ZERO; n];
-    let mut flags: Vec<u8> = vec![0; n];
-    let (mut up, mut down, mut ne) = (0u32, 0u32, 0u32);
-    for i in 0..n {
-        let bf = bench[i].to_f64();
-        let df = device[i].to_f64();
-        let a = (W::from_f64(df) - W::from_f64(bf)).abs();
-        let abs_b = bf.abs();
-        let abe = bk.round(abs_b + p.eps);
-        let bc = dk.round(bf);
-        let finite = df.is_finite() & bc.is_finite();
-        ae[i] = a;
-        rel[i] = a / W::from_f64(abe);
-        flags[i] = (finite as u8)
-            | (((abs_b <= p.small_value) & finite) as u8) << 1
-            | (((abs_b <= 1.0) & finite) as u8) << 2;
-        up += (df > bc) as u32;
-        down += (df < bc) as u32;
-        if ALL {
-            ne += (bf != df) as u32;
-        }
-    }
-    s.up = up as u64;
-    s.down = down as u64;
-    s.not_equal = ne as u64;
-    let mut cos = CosineLanes::new();
-    let mut nan_inputs = false;
-    let full = n - n % 8;
-    for (bc, dc) in bench[..full]
-        .chunks_exact(8)
-        .zip(device[..full].chunks_exact(8))
-    {
-        for j in 0..8 {
-            let bf = bc[j].to_f64();
-            let df = dc[j].to_f64();
-            nan_inputs |= df.is_nan() | bf.is_nan();
-            cos.push(j, df, bf);
-        }
-    }
-    for i in full..n {
-        let bf = bench[i].to_f64();
-        let df = device[i].to_f64();
-        nan_inputs |= df.is_nan() | bf.is_nan();
-        cos.push(0, df, bf);
-    }
-    cos.store(&mut s, bench, device, nan_inputs);
-
-    // Pass 2: counts of every standard from the errors and masks.
-    let t_hund = W::from_f64(0.01);
-    let t_thou = W::from_f64(0.001);
-    let t_tenth = W::from_f64(0.0001);
-    let atol_b = W::from_f64(p.atol_benchmark);
-    let atol_t = W::from_f64(p.atol_threshold);
-    let rtol = W::from_f64(p.rtol);
-    let bound = W::from_f64(p.accumulative_bound);
-    // Block counts fit in u32 (<= 8192 elements), which doubles the vector lanes.
-    let mut c = [0u32; 12];
-    for i in 0..n {
-        let (a, r, f) = (ae[i], rel[i], flags[i]);
-        let finite = f & F_FINITE != 0;
-        let small = f & F_SMALL != 0;
-        let acc_small = f & F_ACC_SMALL != 0;
-        c[0] += (r < t_hund) as u32;
-        c[1] += (r < t_thou) as u32;
-        c[2] += (r < t_tenth) as u32;
-        c[3] += !finite as u32;
-        c[4] += small as u32;
-        c[5] += (small & (a > atol_b)) as u32;
-        if ALL {
-            c[6] += (small & (a > atol_t)) as u32;
-            c[7] += ((finite & !small) & (r > rtol)) as u32;
-            c[8] += acc_small as u32;
-            c[9] += (acc_small & (a > bound)) as u32;
-            c[10] += (finite & !acc_small) as u32;
-            c[11] += ((finite & !acc_small) & (r > bound)) as u32;
-        }
-    }
-    s.lt_hundredth = c[0] as u64;
-    s.lt_thousandth = c[1] as u64;
-    s.lt_ten_thousandth = c[2] as u64;
-    s.inf_nan = c[3] as u64;
-    s.small = c[4] as u64;
-    s.small_err_benchmark = c[5] as u64;
-    s.small_err_threshold = c[6] as u64;
-    s.normal_rel_err = c[7] as u64;
-    s.acc_small = c[8] as u64;
-    s.acc_small_err = c[9] as u64;
-    s.acc_normal = c[10] as u64;
-    s.acc_normal_rel_err = c[11] as u64;
-    s.max_abs_err = max_lanes(&ae);
-    if ALL && s.inf_nan > 0 {
-        for i in 0..n {
-            if flags[i] & F_FINITE == 0 {
-                let (bf, df) = (bench[i].to_f64(), device[i].to_f64());
-                let abe = bk.round(bf.abs() + p.eps);
-                s.inf_nan_fail_rtol += count(!inf_nan_passes(bf, df, abe, p, dk, bk, p.rtol));
-                s.inf_nan_fail_bound += count(!inf_nan_passes(
-                    bf,
-                    df,
-                    abe,
-                    p,
-                    dk,
-                    bk,
-                    p.accumulative_bound,
-                ));
-            }
-        }
-    }
-
-    // Pass 3: the benchmark standard's masked arrays (in place: ae -> squares, rel -> masked).
-    let neg_one = W::from_f64(-1.0);
-    let mut valid = 0u64;
-    for i in 0..n {
-        let masked = flags[i] & (F_FINITE | F_SMALL) != F_FINITE;
-        let a = ae[i];
-        ae[i] = if masked { W::ZERO } else { a * a };
-        let r = if masked { neg_one } else { rel[i] };
-        rel[i] = r;
-        valid += (r >= W::ZERO) as u64;
-    }
-    let mut rel_sum_f64 = [0f64; 8];
-    for c in rel.chunks_exact(8) {
-        for j in 0..8 {
-            rel_sum_f64[j] += if c[j] >= W::ZERO { c[j].to_f64() } else { 0.0 };
-        }
-    }
-    for &r in rel.chunks_exact(8).remainder() {
-        rel_sum_f64[0] += if r >= W::ZERO { r.to_f64() } else { 0.0 };
-    }
-    s.sum_sq = pairwise_sum(&ae);
-    s.max_rel = max_lanes(&rel);
-    s.rel_valid = valid;
-    s.rel_sum_f64 = rel_sum_f64.iter().sum();
-    if single && valid > 0 {
-        // One numpy block: the compacted valid errors are one pairwise block too.
-        let compact: Vec<W> = rel.iter().copied().filter(|&r| r >= W::ZERO).collect();
-        s.rel_sum = pairwise_sum(&compact);
-    }
-
-    // Pass 4: ULP errors (fast exponent from the bits; rare elements take the scalar path).
-    if let (true, Some((mant, emin))) = (ALL, p.ulp) {
-        let (ulp_p, ulp_emin) = (mant as f64, emin as f64);
-        let (p_i, emin_i) = (mant as i64, emin as i64);
-        // The factor 2^(p - E) is formed in the bench dtype: float32 overflows past 2^127.
-        let t_max: i64 = if bk == FloatKind::F64 { 1023 } else { 127 };
-        // A float16 bench (never produced by msprobe) takes the scalar path throughout.
-        let all_slow = bk == FloatKind::F16;
-        let ulp_thr = U::from_f64(p.ulp_threshold);
-        let mut u: Vec<U> = vec![U::ZERO; n];
-        let mut slow_any = false;
-        for i in 0..n {
-            let b = bench[i];
-            let (e, slow) = b.floor_log2_fast();
-            slow_any |= slow;
-            let e = if e > emin_i { e } else { emin_i };
-            let t = p_i - e;
-            let factor = if t > t_max {
-                f64::INFINITY
-            } else {
-                exp2_normal(t)
-            };
-            let factor = U::from_f64(factor);
-            let bf = b.to_f64();
-            let diff = U::from_f64(U::from_f64(device[i].to_f64()).to_f64() - bf);
-            u[i] = (diff * factor).abs();
-        }
-        if slow_any || all_slow {
-            for i in 0..n {
-                if all_slow || bench[i].floor_log2_fast().1 {
-                    u[i] = ulp_scalar::<B, U>(bench[i], device[i].to_f64(), ulp_p, ulp_emin);
-                }
-            }
-        }
-        let mut over = 0u64;
-        for &x in &u {
-            over += (x > ulp_thr) as u64;
-        }
-        s.ulp_over = over;
-        s.max_ulp = max_lanes(&u);
-        s.sum_ulp = pairwise_sum(&u);
-    }
-    s
 }
 
 /// numpy's pairwise-summation leaf: 128 elements in 8 lanes.
@@ -509,12 +276,22 @@ fn leaf_tree<W: Work>(leaves: &[W; LEAVES]) -> W {
     level[0]
 }
 
-/// One full numpy block (exactly 8192 elements), processed in 128-element leaves whose
-/// intermediates stay in L1. Produces the same result as [`block_body`] bit for bit: float
-/// lanes see the same elements in the same order, pairwise sums use numpy's leaves and tree.
-/// The valid relative errors are written to the start of `compact` (8192 long) when given.
+/// One numpy block, processed in 128-element chunks whose intermediates stay in L1: exactly
+/// 8192 elements when `FULL` (the chunks are then numpy's pairwise leaves and their sums are
+/// combined as numpy's tree), else fewer (the squared errors and ULP errors are kept and summed
+/// by `pairwise_sum` at the end). Float lanes see the elements in a fixed order (lane j:
+/// elements j, j+8, ...; the last `n % 8` in lane 0), sums follow numpy's order. The valid relative errors are written to the
+/// start of `compact` when given (at least `n` rounded up to 128 long).
 #[inline(always)]
-fn full_block_body<B: Elem, D: Elem, W: Work, U: Work, const AVX512: bool, const ALL: bool>(
+fn chunked_block_body<
+    B: Elem,
+    D: Elem,
+    W: Work,
+    U: Work,
+    const AVX512: bool,
+    const ALL: bool,
+    const FULL: bool,
+>(
     bench: &[B],
     device: &[D],
     p: &Params,
@@ -522,9 +299,14 @@ fn full_block_body<B: Elem, D: Elem, W: Work, U: Work, const AVX512: bool, const
 ) -> FusedStats<W, U> {
     let bk = B::KIND;
     let dk = D::KIND;
-    let (bench, device) = (&bench[..NP_BUFSIZE], &device[..NP_BUFSIZE]);
+    let n = if FULL {
+        NP_BUFSIZE
+    } else {
+        bench.len().min(device.len()).min(NP_BUFSIZE)
+    };
+    let (bench, device) = (&bench[..n], &device[..n]);
     let mut s = empty_stats::<W, U>(bk, dk);
-    s.n = NP_BUFSIZE;
+    s.n = n;
 
     let t_hund = W::from_f64(0.01);
     let t_thou = W::from_f64(0.001);
@@ -552,6 +334,12 @@ fn full_block_body<B: Elem, D: Elem, W: Work, U: Work, const AVX512: bool, const
     let mut nan = [0u32; 8];
     let mut sq_leaves = [W::ZERO; LEAVES];
     let mut ulp_leaves = [U::ZERO; LEAVES];
+    // A partial block's squared and ULP errors, summed in numpy's order at the end.
+    let (mut sq_all, mut u_all): (Vec<W>, Vec<U>) = if FULL {
+        (Vec::new(), Vec::new())
+    } else {
+        (vec![W::ZERO; n], vec![U::ZERO; if ALL { n } else { 0 }])
+    };
     // Count lanes, four 16-bit counters to a u64 (a lane sees at most 8192 / 8 elements), so
     // the counts need 5 vector registers instead of 17.
     let mut c = [[0u64; 8]; 5];
@@ -559,21 +347,24 @@ fn full_block_body<B: Elem, D: Elem, W: Work, U: Work, const AVX512: bool, const
     let mut rel = [W::ZERO; LEAF];
     let mut u = [U::ZERO; LEAF];
     let mut kept = 0usize;
-    for (leaf, (bl, dl)) in bench
-        .chunks_exact(LEAF)
-        .zip(device.chunks_exact(LEAF))
-        .enumerate()
-    {
+    for (leaf, (bl, dl)) in bench.chunks(LEAF).zip(device.chunks(LEAF)).enumerate() {
+        let len = if FULL { LEAF } else { bl.len().min(LEAF) };
+        // Sliced to `len` so that a full chunk's length is a constant the loops can use.
+        let (bl, dl) = (&bl[..len], &dl[..len]);
+        let groups = len / 8;
         // A: everything but the ULP reductions, in lanes of 8 (lane j sees block elements
         // j, j+8, ... in order, as the reference loops do).
         let mut sq = [W::ZERO; LEAF];
         // Per lane: bit 0 a non-finite pair, bit 1 an element the fast ULP path cannot take.
         let mut any = [0u32; 8];
-        for g in 0..LEAF / 8 {
-            for j in 0..8 {
-                let i = g * 8 + j;
-                let bf = bl[i].to_f64();
-                let df = dl[i].to_f64();
+        // One element pair in lane `j`: its squared error, masked relative error and ULP error.
+        // A macro rather than a closure: it is expanded at both call sites, which a closure
+        // called twice is not (the tail's call site kept the lanes out of registers).
+        macro_rules! element {
+            ($b:expr, $d:expr, $j:expr) => {{
+                let (b, d, j): (B, D, usize) = ($b, $d, $j);
+                let bf = b.to_f64();
+                let df = d.to_f64();
                 let a = (W::from_f64(df) - W::from_f64(bf)).abs();
                 let abs_b = bf.abs();
                 let abe = bk.round(abs_b + eps);
@@ -604,9 +395,8 @@ fn full_block_body<B: Elem, D: Elem, W: Work, U: Work, const AVX512: bool, const
 
                 max_ae[j] = if a > max_ae[j] { a } else { max_ae[j] };
                 let masked = !finite | small;
-                sq[i] = if masked { W::ZERO } else { a * a };
+                let q = if masked { W::ZERO } else { a * a };
                 let r = if masked { neg_one } else { r };
-                rel[i] = r;
                 bump(&mut c[3][j], 3, r >= W::ZERO);
                 max_rel[j] = if r > max_rel[j] { r } else { max_rel[j] };
                 rel_sum_f64[j] += if r >= W::ZERO { r.to_f64() } else { 0.0 };
@@ -614,9 +404,9 @@ fn full_block_body<B: Elem, D: Elem, W: Work, U: Work, const AVX512: bool, const
                     | (a.is_nan() as u32) << 1
                     | (r.is_nan() as u32) << 2;
 
-                let mut slow = false;
+                let (mut slow, mut x) = (false, U::ZERO);
                 if ulp.is_some() {
-                    let (e, sl) = bl[i].floor_log2_fast();
+                    let (e, sl) = b.floor_log2_fast();
                     let e = if e > emin_i { e } else { emin_i };
                     let t = p_i - e;
                     let factor = if t > t_max {
@@ -626,22 +416,44 @@ fn full_block_body<B: Elem, D: Elem, W: Work, U: Work, const AVX512: bool, const
                     };
                     let factor = U::from_f64(factor);
                     let diff = U::from_f64(U::from_f64(df).to_f64() - bf);
-                    u[i] = (diff * factor).abs();
+                    x = (diff * factor).abs();
                     slow = sl;
                 }
                 any[j] |= !finite as u32 | (slow as u32) << 1;
+                (q, r, x)
+            }};
+        }
+        if FULL || len == LEAF {
+            // Constant bounds: the lanes stay in vector registers.
+            for g in 0..LEAF / 8 {
+                for j in 0..8 {
+                    let i = g * 8 + j;
+                    (sq[i], rel[i], u[i]) = element!(bl[i], dl[i], j);
+                }
+            }
+        } else {
+            // A partial block's last chunk (fewer than 128 elements).
+            for g in 0..groups {
+                for j in 0..8 {
+                    let i = g * 8 + j;
+                    (sq[i], rel[i], u[i]) = element!(bl[i], dl[i], j);
+                }
+            }
+            // Its tail goes to lane 0, in order.
+            for i in groups * 8..len {
+                (sq[i], rel[i], u[i]) = element!(bl[i], dl[i], 0);
             }
         }
         let any = any.iter().fold(0, |a, &x| a | x);
         if ulp.is_some() && (all_slow || any & 2 != 0) {
-            for i in 0..LEAF {
+            for i in 0..len {
                 if all_slow || bl[i].floor_log2_fast().1 {
                     u[i] = ulp_scalar::<B, U>(bl[i], dl[i].to_f64(), ulp_p, ulp_emin);
                 }
             }
         }
         if ALL && any & 1 != 0 {
-            for i in 0..LEAF {
+            for i in 0..len {
                 let (bf, df) = (bl[i].to_f64(), dl[i].to_f64());
                 if !(df.is_finite() & dk.round(bf).is_finite()) {
                     let abe = bk.round(bf.abs() + p.eps);
@@ -660,7 +472,7 @@ fn full_block_body<B: Elem, D: Elem, W: Work, U: Work, const AVX512: bool, const
         }
         // B: the ULP errors' lanes (after the rare elements were redone exactly).
         if ulp.is_some() {
-            for g in 0..LEAF / 8 {
+            for g in 0..groups {
                 for j in 0..8 {
                     let x = u[g * 8 + j];
                     max_u[j] = if x > max_u[j] { x } else { max_u[j] };
@@ -668,10 +480,25 @@ fn full_block_body<B: Elem, D: Elem, W: Work, U: Work, const AVX512: bool, const
                     nan[j] |= (x.is_nan() as u32) << 3;
                 }
             }
+            for &x in &u[groups * 8..len] {
+                max_u[0] = if x > max_u[0] { x } else { max_u[0] };
+                bump(&mut c[4][0], 0, x > ulp_thr);
+                nan[0] |= (x.is_nan() as u32) << 3;
+            }
         }
-        sq_leaves[leaf] = leaf_sum(&sq);
-        if ulp.is_some() {
-            ulp_leaves[leaf] = leaf_sum(&u);
+        if FULL {
+            sq_leaves[leaf] = leaf_sum(&sq);
+            if ulp.is_some() {
+                ulp_leaves[leaf] = leaf_sum(&u);
+            }
+        } else {
+            let at = leaf * LEAF;
+            sq_all[at..at + len].copy_from_slice(&sq[..len]);
+            if ulp.is_some() {
+                u_all[at..at + len].copy_from_slice(&u[..len]);
+            }
+            // Past the chunk's end `rel` holds the previous chunk's errors: not valid ones.
+            rel[len..].fill(neg_one);
         }
         if let Some(buf) = compact.as_deref_mut() {
             // Branch-free compaction: write every error, advance past the valid ones.
@@ -730,11 +557,19 @@ fn full_block_body<B: Elem, D: Elem, W: Work, U: Work, const AVX512: bool, const
     s.acc_normal_rel_err = c[11];
     s.max_abs_err = lanes_max(&max_ae, nan_ae);
     s.max_rel = lanes_max(&max_rel, nan_rel);
-    s.sum_sq = leaf_tree(&sq_leaves);
+    s.sum_sq = if FULL {
+        leaf_tree(&sq_leaves)
+    } else {
+        pairwise_sum(&sq_all)
+    };
     s.rel_sum_f64 = rel_sum_f64.iter().sum();
     if ulp.is_some() {
         s.max_ulp = lanes_max(&max_u, nan_u);
-        s.sum_ulp = leaf_tree(&ulp_leaves);
+        s.sum_ulp = if FULL {
+            leaf_tree(&ulp_leaves)
+        } else {
+            pairwise_sum(&u_all)
+        };
     }
     s
 }
@@ -767,7 +602,7 @@ fn bump(lane: &mut u64, field: u32, cond: bool) {
     *lane += if cond { 1u64 << (16 * field) } else { 0 };
 }
 
-/// The result of [`max_lanes`] from its lanes and NaN flag.
+/// The NaN-propagating max of per-lane maxima (`nan`: a lane saw a NaN).
 #[inline(always)]
 fn lanes_max<W: Work>(m: &[W; 8], nan: bool) -> W {
     if nan {
@@ -782,30 +617,30 @@ fn lanes_max<W: Work>(m: &[W; 8], nan: bool) -> W {
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
-fn full_block_avx2<B: Elem, D: Elem, W: Work, U: Work, const ALL: bool>(
+fn chunked_avx2<B: Elem, D: Elem, W: Work, U: Work, const ALL: bool, const FULL: bool>(
     bench: &[B],
     device: &[D],
     p: &Params,
     compact: Option<&mut [W]>,
 ) -> FusedStats<W, U> {
-    // Compiled with AVX2 so the leaf loops vectorise wider. (No FMA: products round
+    // Compiled with AVX2 so the chunk loops vectorise wider. (No FMA: products round
     // separately, as numpy's do.)
-    full_block_body::<B, D, W, U, false, ALL>(bench, device, p, compact)
+    chunked_block_body::<B, D, W, U, false, ALL, FULL>(bench, device, p, compact)
 }
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl")]
-fn full_block_avx512<B: Elem, D: Elem, W: Work, U: Work, const ALL: bool>(
+fn chunked_avx512<B: Elem, D: Elem, W: Work, U: Work, const ALL: bool, const FULL: bool>(
     bench: &[B],
     device: &[D],
     p: &Params,
     compact: Option<&mut [W]>,
 ) -> FusedStats<W, U> {
     // Twice the f64 lanes of AVX2 and mask registers for the counts.
-    full_block_body::<B, D, W, U, true, ALL>(bench, device, p, compact)
+    chunked_block_body::<B, D, W, U, true, ALL, FULL>(bench, device, p, compact)
 }
 
-/// Instruction sets the full-block kernel may use.
+/// Instruction sets the block kernel may use.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 enum Simd {
     Baseline,
@@ -842,21 +677,21 @@ fn simd_level() -> Simd {
     })
 }
 
-/// One full numpy block (8192 elements) with the fastest kernel the CPU runs, compiled for
-/// the pass's scope.
-fn full_block<B: Elem, D: Elem, W: Work, U: Work>(
+/// One numpy block (exactly 8192 elements when `FULL`, else at most 8192) with the fastest
+/// kernel the CPU runs (capped by `NUMPROBE_ULP_SIMD`), compiled for the pass's scope.
+fn chunked_block<B: Elem, D: Elem, W: Work, U: Work, const FULL: bool>(
     bench: &[B],
     device: &[D],
     p: &Params,
     compact: Option<&mut [W]>,
 ) -> FusedStats<W, U> {
     match p.scope {
-        Scope::AllStandards => full_block_in::<B, D, W, U, true>(bench, device, p, compact),
-        Scope::Benchmark => full_block_in::<B, D, W, U, false>(bench, device, p, compact),
+        Scope::AllStandards => chunked_in::<B, D, W, U, true, FULL>(bench, device, p, compact),
+        Scope::Benchmark => chunked_in::<B, D, W, U, false, FULL>(bench, device, p, compact),
     }
 }
 
-fn full_block_in<B: Elem, D: Elem, W: Work, U: Work, const ALL: bool>(
+fn chunked_in<B: Elem, D: Elem, W: Work, U: Work, const ALL: bool, const FULL: bool>(
     bench: &[B],
     device: &[D],
     p: &Params,
@@ -866,74 +701,33 @@ fn full_block_in<B: Elem, D: Elem, W: Work, U: Work, const ALL: bool>(
     match simd_level() {
         // SAFETY: `simd_level` only reports instruction sets the CPU supports.
         Simd::Avx512 => {
-            return unsafe { full_block_avx512::<B, D, W, U, ALL>(bench, device, p, compact) };
+            return unsafe { chunked_avx512::<B, D, W, U, ALL, FULL>(bench, device, p, compact) };
         }
         // SAFETY: as above.
         Simd::Avx2 => {
-            return unsafe { full_block_avx2::<B, D, W, U, ALL>(bench, device, p, compact) };
+            return unsafe { chunked_avx2::<B, D, W, U, ALL, FULL>(bench, device, p, compact) };
         }
         Simd::Baseline => {}
     }
-    full_block_body::<B, D, W, U, false, ALL>(bench, device, p, compact)
+    chunked_block_body::<B, D, W, U, false, ALL, FULL>(bench, device, p, compact)
 }
 
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
-fn block_avx2<B: Elem, D: Elem, W: Work, U: Work, const ALL: bool>(
+/// The whole input as one numpy block (at most 8192 elements): its valid relative errors are
+/// one pairwise block too.
+fn single_block<B: Elem, D: Elem, W: Work, U: Work>(
     bench: &[B],
     device: &[D],
     p: &Params,
-    single: bool,
 ) -> FusedStats<W, U> {
-    // Same code, compiled with AVX2 so the element loops vectorise wider. (No FMA: products
-    // must round separately, as numpy's do.)
-    block_body::<B, D, W, U, ALL>(bench, device, p, single)
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl")]
-fn block_avx512<B: Elem, D: Elem, W: Work, U: Work, const ALL: bool>(
-    bench: &[B],
-    device: &[D],
-    p: &Params,
-    single: bool,
-) -> FusedStats<W, U> {
-    // Same code again with AVX-512: small outputs (a replay's typical 1k elements) all take
-    // this path; the wider lanes take 10-15% off its time per element.
-    block_body::<B, D, W, U, ALL>(bench, device, p, single)
-}
-
-/// One numpy reduction block (<= 8192 elements) with the fastest kernel the CPU runs (capped
-/// by `NUMPROBE_ULP_SIMD`, as [`full_block`]). `single` marks the whole input.
-fn block<B: Elem, D: Elem, W: Work, U: Work>(
-    bench: &[B],
-    device: &[D],
-    p: &Params,
-    single: bool,
-) -> FusedStats<W, U> {
-    match p.scope {
-        Scope::AllStandards => block_in::<B, D, W, U, true>(bench, device, p, single),
-        Scope::Benchmark => block_in::<B, D, W, U, false>(bench, device, p, single),
-    }
-}
-
-fn block_in<B: Elem, D: Elem, W: Work, U: Work, const ALL: bool>(
-    bench: &[B],
-    device: &[D],
-    p: &Params,
-    single: bool,
-) -> FusedStats<W, U> {
-    #[cfg(target_arch = "x86_64")]
-    match simd_level() {
-        // SAFETY: `simd_level` only reports instruction sets the CPU supports.
-        Simd::Avx512 => {
-            return unsafe { block_avx512::<B, D, W, U, ALL>(bench, device, p, single) };
-        }
-        // SAFETY: as above.
-        Simd::Avx2 => return unsafe { block_avx2::<B, D, W, U, ALL>(bench, device, p, single) },
-        Simd::Baseline => {}
-    }
-    block_body::<B, D, W, U, ALL>(bench, device, p, single)
+    let n = bench.len().min(device.len());
+    let mut valid = vec![W::ZERO; n.div_ceil(LEAF) * LEAF];
+    let mut s = if n == NP_BUFSIZE {
+        chunked_block::<B, D, W, U, true>(bench, device, p, Some(&mut valid))
+    } else {
+        chunked_block::<B, D, W, U, false>(bench, device, p, Some(&mut valid))
+    };
+    s.rel_sum = pairwise_sum(&valid[..s.rel_valid as usize]);
+    s
 }
 
 fn merge<W: Work, U: Work>(a: &mut FusedStats<W, U>, b: &FusedStats<W, U>) {
@@ -1080,17 +874,8 @@ pub fn fused_stats<B: Elem, D: Elem, W: Work, U: Work>(
 ) -> FusedStats<W, U> {
     let n = bench.len().min(device.len());
     let (bench, device) = (&bench[..n], &device[..n]);
-    if n == NP_BUFSIZE {
-        // One full numpy block: the full-block kernel, its valid relative errors summed as one
-        // pairwise block (what `block` does for a shorter input, several times slower).
-        let mut valid = vec![W::ZERO; NP_BUFSIZE];
-        let mut s = full_block::<B, D, W, U>(bench, device, p, Some(&mut valid));
-        s.rel_sum = pairwise_sum(&valid[..s.rel_valid as usize]);
-        return s;
-    }
-    if n < NP_BUFSIZE {
-        // One numpy block: the valid relative errors form one pairwise block too.
-        return block::<B, D, W, U>(bench, device, p, true);
+    if n <= NP_BUFSIZE {
+        return single_block::<B, D, W, U>(bench, device, p);
     }
     // float32 means are printed with all their digits: numpy sums the compacted valid relative
     // errors in its own 8192-element blocks, whose edges do not line up with the input's, so
@@ -1119,19 +904,9 @@ pub fn fused_stats<B: Elem, D: Elem, W: Work, U: Work>(
         let hi = (lo + NP_BUFSIZE).min(n);
         let (b, d) = (&bench[lo..hi], &device[lo..hi]);
         if hi - lo == NP_BUFSIZE {
-            full_block::<B, D, W, U>(b, d, p, slot)
+            chunked_block::<B, D, W, U, true>(b, d, p, slot)
         } else {
-            let st = block::<B, D, W, U>(b, d, p, false);
-            if let Some(slot) = slot {
-                let valid = b
-                    .iter()
-                    .zip(d)
-                    .filter_map(|(&x, &y)| rel_masked::<B, D, W>(x, y, p));
-                for (o, r) in slot.iter_mut().zip(valid) {
-                    *o = r;
-                }
-            }
-            st
+            chunked_block::<B, D, W, U, false>(b, d, p, slot)
         }
     };
     // numpy starts its running sums from 0 and adds block sums in order.
@@ -1267,21 +1042,6 @@ fn run_window<'s, W: Work, U: Work, F>(
     if let Some(job) = mine {
         job();
     }
-}
-
-/// The masked relative error of one element (`None` where msprobe sets it to -1).
-#[inline(always)]
-fn rel_masked<B: Elem, D: Elem, W: Work>(b: B, d: D, p: &Params) -> Option<W> {
-    let bf = b.to_f64();
-    let df = d.to_f64();
-    let abs_b = bf.abs();
-    let finite = df.is_finite() & D::KIND.round(bf).is_finite();
-    if !finite || abs_b <= p.small_value {
-        return None;
-    }
-    let a = (W::from_f64(df) - W::from_f64(bf)).abs();
-    let r = a / W::from_f64(B::KIND.round(abs_b + p.eps));
-    (r >= W::ZERO).then_some(r)
 }
 
 impl<W: Work, U: Work> FusedStats<W, U> {
