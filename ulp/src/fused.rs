@@ -1,8 +1,10 @@
-//! The fused CPU pass: one read of (bench, device) yields every metric of every standard.
+//! The fused CPU pass: one read of (bench, device) yields every metric of every standard, or
+//! only the benchmark standard's (`Scope`), which is all msprobe 26.2's routing shows.
 //!
-//! The input is cut into numpy's 8192-element reduction blocks; blocks run in parallel (rayon)
-//! and their partial results are merged in block order, so float sums reproduce `np.mean`'s
-//! pairwise summation bit for bit. Each element is computed in the dtype numpy uses for it.
+//! The input is cut into numpy's 8192-element reduction blocks, each processed in 128-element
+//! chunks in lanes of 8; blocks run in parallel (rayon) and their partial results are merged in
+//! block order, so float sums reproduce `np.mean`'s pairwise summation bit for bit. Each
+//! element is computed in the dtype numpy uses for it.
 
 use crate::elem::{
     Elem, FloatKind, NP_BUFSIZE, Work, exp2_int, exp2_normal, nan_max, pairwise_sum,

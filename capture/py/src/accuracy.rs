@@ -3,7 +3,8 @@
 //! Python hands each output over as the `data_ptr` of a contiguous CPU tensor it keeps alive,
 //! with its element count, numpy dtype name, shape and the torch dtype msprobe reports for it.
 //! The metrics run on that memory in place, with the GIL released, either in the call or on a
-//! metrics thread while Python goes on (`check_output_async`).
+//! metrics thread while Python goes on (`check_output_async`, or `check_outputs_async` for
+//! the outputs of several APIs in one hand-over).
 
 use std::sync::{Arc, Condvar, Mutex};
 
