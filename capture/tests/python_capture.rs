@@ -33,7 +33,7 @@ fn capture(py: &Path, fixture: &str, dir: &Path, steps: u32) {
         .insert("dump_path", dump.to_str().unwrap().into());
     let cfg_path = dir.join("config.json");
     dumpfmt::json::write_file(&cfg_path, &cfg).unwrap();
-    let driver = Path::new(env!("CARGO_MANIFEST_DIR")).join("python_tests/drive_model.py");
+    let driver = common::manifest_dir().join("python_tests/drive_model.py");
     let out = Command::new(py)
         .arg(driver)
         .arg("--config")

@@ -154,7 +154,7 @@ fn dump_roots_steps_and_ranks() {
 /// names the first divergence.
 #[test]
 fn shipped_sample_pair() {
-    let samples = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../samples/tiny-bf16-vs-f32");
+    let samples = common::manifest_dir().join("../samples/tiny-bf16-vs-f32");
     let out = tempfile::tempdir().unwrap();
     let opts = CompareOptions {
         target: samples.join("target"),

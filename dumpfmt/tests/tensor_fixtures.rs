@@ -45,7 +45,7 @@ fn every_fixture_tensor_reads_as_torch_and_numpy_read_it() {
     );
 
     let mut child = Command::new(python())
-        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/torch/describe_files.py"))
+        .arg(common::manifest_dir().join("tests/torch/describe_files.py"))
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

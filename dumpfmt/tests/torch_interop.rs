@@ -18,9 +18,7 @@ mod common;
 use common::python;
 
 fn script(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/torch")
-        .join(name)
+    common::manifest_dir().join("tests/torch").join(name)
 }
 
 fn run_script(name: &str, dir: &Path) -> String {

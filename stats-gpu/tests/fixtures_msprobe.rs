@@ -12,12 +12,9 @@ use dumpfmt::json::Value;
 use stats_gpu::summary::{self, Checksum, Device, Flavour, Options, Record, Stat, SummaryMode};
 use stats_gpu::{ElemType, TensorView};
 
-fn shared() -> PathBuf {
-    match std::env::var_os("NUMPROBE_SHARED") {
-        Some(p) => PathBuf::from(p),
-        None => Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared"),
-    }
-}
+#[path = "../../testsupport/paths.rs"]
+mod paths;
+use paths::shared;
 
 fn fixtures() -> PathBuf {
     shared().join("fixtures")

@@ -1,13 +1,10 @@
 #![allow(dead_code)]
 use std::path::PathBuf;
 
-/// The shared/ folder beside the repository (or `NUMPROBE_SHARED`).
-pub fn shared() -> PathBuf {
-    if let Ok(p) = std::env::var("NUMPROBE_SHARED") {
-        return PathBuf::from(p);
-    }
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared")
-}
+#[path = "../../../testsupport/paths.rs"]
+mod paths;
+#[allow(unused_imports)]
+pub use paths::{manifest_dir, shared};
 
 pub fn fixtures() -> PathBuf {
     shared().join("fixtures/msprobe-26.2.0-cpu")

@@ -4,16 +4,13 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-/// `../shared` beside the repository (CI lays it there), or `NUMPROBE_SHARED`.
-pub fn shared() -> PathBuf {
-    match std::env::var_os("NUMPROBE_SHARED") {
-        Some(p) => PathBuf::from(p),
-        None => Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared"),
-    }
-}
+#[path = "../../../testsupport/paths.rs"]
+mod paths;
+#[allow(unused_imports)]
+pub use paths::{manifest_dir, shared};
 
 pub fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+    manifest_dir().join("..")
 }
 
 pub fn numprobe<I, S>(args: I) -> Output

@@ -2,19 +2,16 @@
 #![allow(dead_code)]
 
 use std::collections::HashMap;
-use std::path::PathBuf;
 
 use compare::cell::Cell;
 use compare::table::{LoadedTensor, TensorSource};
 use compare::tensor::ElemDtype;
 use serde_json::Value as J;
 
-pub fn shared() -> PathBuf {
-    if let Ok(p) = std::env::var("NUMPROBE_SHARED") {
-        return PathBuf::from(p);
-    }
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared")
-}
+#[path = "../../../testsupport/paths.rs"]
+mod paths;
+#[allow(unused_imports)]
+pub use paths::{manifest_dir, shared};
 
 pub fn vectors(name: &str) -> J {
     let p = shared().join("vectors/accuracy").join(name);

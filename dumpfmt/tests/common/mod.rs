@@ -1,16 +1,13 @@
 //! Shared by dumpfmt's test binaries: where shared/ is, and the Python with torch and numpy.
 #![allow(dead_code)]
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
 
-/// `../shared` beside the repository (CI lays it there), or `NUMPROBE_SHARED`.
-pub fn shared() -> PathBuf {
-    match std::env::var_os("NUMPROBE_SHARED") {
-        Some(p) => PathBuf::from(p),
-        None => Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared"),
-    }
-}
+#[path = "../../../testsupport/paths.rs"]
+mod paths;
+#[allow(unused_imports)]
+pub use paths::{manifest_dir, shared};
 
 /// `NUMPROBE_PYTHON` (default: the venv `.ci/setup` makes); fails the test when it cannot
 /// import torch and numpy, so interop tests never pass without checking anything.

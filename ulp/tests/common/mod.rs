@@ -6,11 +6,13 @@ use serde_json::Value;
 use std::path::PathBuf;
 use ulp::PyVal;
 
+#[path = "../../../testsupport/paths.rs"]
+mod paths;
+#[allow(unused_imports)]
+pub use paths::{manifest_dir, shared};
+
 pub fn shared_dir() -> PathBuf {
-    if let Ok(p) = std::env::var("NUMPROBE_SHARED") {
-        return PathBuf::from(p);
-    }
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared")
+    shared()
 }
 
 pub fn vectors(name: &str) -> Value {
