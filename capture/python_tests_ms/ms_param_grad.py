@@ -17,21 +17,11 @@ import numpy as np
 import mindspore as ms
 from mindspore import nn, Parameter, Tensor
 
-ms.set_context(mode=ms.PYNATIVE_MODE)
-ms.set_device("CPU")
+import ms_tool
 
-if args.tool == "msprobe":
-    # msprobe's statistics call mint.norm, which has no CPU kernel (see ms_tiny.py).
-    from mindspore import mint as _mint
-
-    if hasattr(_mint, "norm"):
-        delattr(_mint, "norm")
-    from msprobe.mindspore import PrecisionDebugger, seed_all
-else:
-    from numprobe.mindspore import PrecisionDebugger, seed_all
-
-seed_all(seed=1234)
-debugger = PrecisionDebugger(config_path=args.config)
+tool = ms_tool.setup(args.tool)
+tool.seed_all(seed=1234)
+debugger = tool.PrecisionDebugger(config_path=args.config)
 
 
 class Gated(nn.Cell):

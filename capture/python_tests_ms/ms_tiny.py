@@ -23,24 +23,13 @@ import numpy as np
 import mindspore as ms
 from mindspore import nn, ops, Tensor
 
-ms.set_context(mode=ms.PYNATIVE_MODE)
-ms.set_device("CPU")
+import ms_tool
 
-if args.tool == "msprobe":
-    # msprobe's statistics call mint.norm, which has no CPU kernel; without the attribute it
-    # falls back to ops.norm (the fixtures were made the same way).
-    from mindspore import mint as _mint
-
-    if hasattr(_mint, "norm"):
-        delattr(_mint, "norm")
-    from msprobe.mindspore import PrecisionDebugger, seed_all, MsprobeStep
-elif args.tool == "numprobe":
-    from numprobe.mindspore import PrecisionDebugger, seed_all, MsprobeStep
-
+tool = ms_tool.setup(args.tool)
 debugger = None
-if args.tool != "none":
-    seed_all(seed=args.seed)
-    debugger = PrecisionDebugger(config_path=args.config)
+if tool is not None:
+    tool.seed_all(seed=args.seed)
+    debugger = tool.PrecisionDebugger(config_path=args.config)
 else:
     ms.set_seed(args.seed)
 
@@ -146,7 +135,7 @@ if args.model_api:
         shuffle=False,
     )
     model = ms.train.Model(net, loss_fn=loss_fn, optimizer=opt)
-    callbacks = [MsprobeStep(debugger)] if debugger is not None else []
+    callbacks = [tool.MsprobeStep(debugger)] if debugger is not None else []
     model.train(1, data, callbacks=callbacks, dataset_sink_mode=False)
 else:
     def forward_fn(x, y):
