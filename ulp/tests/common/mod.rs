@@ -3,7 +3,6 @@
 
 use half::f16;
 use serde_json::Value;
-use std::path::PathBuf;
 use ulp::PyVal;
 
 #[path = "../../../testsupport/paths.rs"]
@@ -11,12 +10,8 @@ mod paths;
 #[allow(unused_imports)]
 pub use paths::{manifest_dir, shared};
 
-pub fn shared_dir() -> PathBuf {
-    shared()
-}
-
 pub fn vectors(name: &str) -> Value {
-    let path = shared_dir().join("vectors/accuracy").join(name);
+    let path = shared().join("vectors/accuracy").join(name);
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     serde_json::from_str(&text).expect("vector JSON")
 }
@@ -113,7 +108,7 @@ pub fn array(v: &Value) -> (Owned, Vec<usize>) {
         .map(|x| x.as_u64().unwrap() as usize)
         .collect();
     if let Some(rel) = v.get("npy").and_then(|p| p.as_str()) {
-        let (descr, npy_shape, raw) = read_npy(&shared_dir().join("vectors/accuracy").join(rel));
+        let (descr, npy_shape, raw) = read_npy(&shared().join("vectors/accuracy").join(rel));
         assert_eq!(npy_shape, shape);
         let owned = match descr.as_str() {
             "<f2" => Owned::F16(

@@ -356,8 +356,9 @@ def _run_overlapped(job, names, sink, timer, keep_tensors):
         for item in group:
             result = job.judge_one(item, timer, defer=True, batch=batch)
             if not keep_tensors:
-                # Release the outputs now, not LOOKAHEAD groups later: holding them makes
-                # torch's next allocations land on fresh pages (page faults).
+                # Drop the result's own references now: only the batch or pending row keeps
+                # the outputs, until its rows are settled. (Kept any longer, they would land
+                # torch's next allocations on fresh pages: page faults.)
                 result.tensors = {}
             started.append(result)
         if len(batch):
