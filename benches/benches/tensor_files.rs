@@ -9,7 +9,8 @@ use std::hint::black_box;
 use std::path::{Path, PathBuf};
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
-use dumpfmt::tensor::{TensorRef, read_tensor};
+use dumpfmt::TensorView;
+use dumpfmt::tensor::read_tensor;
 use dumpfmt::{DType, npy, pt};
 
 fn payload(n_bytes: usize) -> Vec<u8> {
@@ -54,7 +55,7 @@ fn write_strided_pt(path: &Path, rows: usize, cols: usize) {
     pt::write_to(
         &mut normal,
         "v",
-        TensorRef::new(DType::F32, &[rows, cols], &bytes),
+        TensorView::new(DType::F32, &[rows, cols], &bytes).unwrap(),
         "cpu",
         &"0".repeat(40),
     )
@@ -105,10 +106,15 @@ fn bench(c: &mut Criterion) {
         let bytes = payload(n);
         let shape = [n / 4];
         let p = dir.path().join(format!("t{label}.pt"));
-        pt::write(&p, DType::F32, &shape, &bytes, "cpu").unwrap();
+        pt::write(
+            &p,
+            TensorView::new(DType::F32, &shape, &bytes).unwrap(),
+            "cpu",
+        )
+        .unwrap();
         files.push(("pt", label, n, p));
         let p = dir.path().join(format!("t{label}.npy"));
-        npy::write(&p, TensorRef::new(DType::F32, &shape, &bytes)).unwrap();
+        npy::write(&p, TensorView::new(DType::F32, &shape, &bytes).unwrap()).unwrap();
         files.push(("npy", label, n, p));
     }
     let strided = dir.path().join("strided.pt");

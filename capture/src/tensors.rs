@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
 use dumpfmt::DType;
-use dumpfmt::tensor::TensorRef;
+use dumpfmt::TensorView;
 
 use crate::error::{Error, Result};
 
@@ -45,22 +45,11 @@ pub struct TensorJob {
 impl TensorJob {
     /// Writes the file now, on the calling thread.
     pub fn write(&self) -> Result<()> {
+        let view = TensorView::new(self.dtype, &self.shape, &self.bytes)
+            .map_err(|e| dumpfmt::Error::tensor(&self.path, 0, e.to_string()))?;
         match self.format {
-            TensorFormat::Pt => {
-                dumpfmt::pt::write(
-                    &self.path,
-                    self.dtype,
-                    &self.shape,
-                    &self.bytes,
-                    &self.location,
-                )?;
-            }
-            TensorFormat::Npy => {
-                dumpfmt::npy::write(
-                    &self.path,
-                    TensorRef::new(self.dtype, &self.shape, &self.bytes),
-                )?;
-            }
+            TensorFormat::Pt => dumpfmt::pt::write(&self.path, view, &self.location)?,
+            TensorFormat::Npy => dumpfmt::npy::write(&self.path, view)?,
         }
         Ok(())
     }

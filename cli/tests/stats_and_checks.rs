@@ -4,7 +4,7 @@
 mod common;
 use common::*;
 use dumpfmt::DType;
-use dumpfmt::tensor::TensorRef;
+use dumpfmt::TensorView;
 use std::path::{Path, PathBuf};
 
 fn l1_cpu_rank() -> PathBuf {
@@ -105,7 +105,7 @@ fn write_vector_npy(arr: &serde_json::Value, path: &Path) -> bool {
         ),
         _ => return false,
     };
-    dumpfmt::npy::write(path, TensorRef::new(dtype, &shape, &bytes)).unwrap();
+    dumpfmt::npy::write(path, TensorView::new(dtype, &shape, &bytes).unwrap()).unwrap();
     true
 }
 

@@ -12,7 +12,7 @@
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
-use crate::dtype::DType;
+use crate::DType;
 use crate::error::{Error, Result};
 use crate::json::{self, Map, Str, Value};
 pub use crate::names::Framework;

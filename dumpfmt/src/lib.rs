@@ -9,11 +9,13 @@
 //! * [`npy`], [`pt`] (with [`pickle`]), [`tensor`]: tensor files.
 //! * [`validate`]: the checks behind `numprobe validate`.
 //!
+//! Element types and tensor views are `numprobe-tensor`'s [`DType`] and [`TensorView`]: a
+//! [`tensor::Tensor`] read from a file hands out a view of its (often memory-mapped) bytes.
+//!
 //! Bad input yields an [`Error`] naming the file and the JSON path or byte offset; no input
 //! makes these readers panic (fuzzed).
 
 pub mod construct;
-pub mod dtype;
 pub mod dump;
 pub mod error;
 pub mod json;
@@ -26,5 +28,5 @@ pub mod stack;
 pub mod tensor;
 pub mod validate;
 
-pub use dtype::DType;
 pub use error::{Error, Result};
+pub use numprobe_tensor::{DType, TensorView, ViewError};

@@ -22,7 +22,8 @@ use std::fs::File;
 use std::io::{BufWriter, Read, Write};
 use std::path::Path;
 
-use crate::tensor::{FileBytes, FileInfo, Tensor, TensorInfo, TensorRef, checked_numel};
+use crate::TensorView;
+use crate::tensor::{FileBytes, FileInfo, Tensor, TensorInfo, checked_numel};
 use crate::{DType, Error, Result};
 
 const MAGIC: &[u8; 6] = b"\x93NUMPY";
@@ -514,23 +515,21 @@ pub fn header_bytes(dtype: DType, shape: &[usize]) -> Vec<u8> {
 }
 
 /// Writes `t` as `np.save` would (bf16/float8 converted to float32) to `w`.
-pub fn write_to(w: &mut impl Write, t: TensorRef<'_>) -> std::io::Result<()> {
-    t.check()
-        .map_err(|m| std::io::Error::new(std::io::ErrorKind::InvalidInput, m))?;
-    w.write_all(&header_bytes(t.dtype, t.shape))?;
-    let convert: Option<fn(&[u8]) -> f32> = match t.dtype {
+pub fn write_to(w: &mut impl Write, t: TensorView<'_>) -> std::io::Result<()> {
+    w.write_all(&header_bytes(t.dtype(), t.shape()))?;
+    let convert: Option<fn(&[u8]) -> f32> = match t.dtype() {
         DType::BF16 => Some(|b| crate::tensor::bf16_bits_to_f32(u16::from_le_bytes([b[0], b[1]]))),
         DType::F8E4M3FN => Some(|b| crate::tensor::f8e4m3fn_to_f32(b[0])),
         DType::F8E5M2 => Some(|b| crate::tensor::f8e5m2_to_f32(b[0])),
         _ => None,
     };
     match convert {
-        None => w.write_all(t.bytes),
+        None => w.write_all(t.bytes()),
         Some(f) => {
             let mut buf = Vec::with_capacity(64 * 1024);
-            for chunk in t.bytes.chunks(16 * 1024 * t.dtype.size()) {
+            for chunk in t.bytes().chunks(16 * 1024 * t.dtype().size()) {
                 buf.clear();
-                for e in chunk.chunks_exact(t.dtype.size()) {
+                for e in chunk.chunks_exact(t.dtype().size()) {
                     buf.extend_from_slice(&f(e).to_le_bytes());
                 }
                 w.write_all(&buf)?;
@@ -541,8 +540,7 @@ pub fn write_to(w: &mut impl Write, t: TensorRef<'_>) -> std::io::Result<()> {
 }
 
 /// Writes `t` to `path` as `np.save` would (bf16/float8 converted to float32).
-pub fn write(path: &Path, t: TensorRef<'_>) -> Result<()> {
-    t.check().map_err(|m| Error::tensor(path, 0, m))?;
+pub fn write(path: &Path, t: TensorView<'_>) -> Result<()> {
     let f = File::create(path).map_err(|e| Error::io(path, e))?;
     let mut w = BufWriter::with_capacity(1 << 20, f);
     write_to(&mut w, t).map_err(|e| Error::io(path, e))?;

@@ -30,9 +30,10 @@ use std::path::Path;
 
 pub mod zipdir;
 
+use crate::TensorView;
 use crate::pickle::{TensorMeta, parse_tensor_pickle, write_tensor_pickle};
-use crate::tensor::{FileBytes, Tensor, TensorInfo, TensorRef};
-use crate::{DType, Error, Result};
+use crate::tensor::{FileBytes, Tensor, TensorInfo};
+use crate::{Error, Result};
 
 /// A parsed archive: the pickle's description and where the storage lies in the file.
 struct Parsed {
@@ -338,20 +339,19 @@ const DESCRIPTOR: u64 = 16;
 pub fn write_to(
     w: &mut impl Write,
     archive: &str,
-    t: TensorRef<'_>,
+    t: TensorView<'_>,
     location: &str,
     serialization_id: &str,
 ) -> std::io::Result<()> {
     let invalid = |m: String| std::io::Error::new(std::io::ErrorKind::InvalidInput, m);
-    t.check().map_err(invalid)?;
     let meta = TensorMeta {
-        dtype: t.dtype,
+        dtype: t.dtype(),
         storage_key: "0".into(),
         location: location.into(),
-        storage_nbytes: t.bytes.len() as u64,
+        storage_nbytes: t.bytes().len() as u64,
         storage_offset: 0,
-        size: t.shape.iter().map(|&d| d as u64).collect(),
-        stride: contiguous_strides(t.shape),
+        size: t.shape().iter().map(|&d| d as u64).collect(),
+        stride: contiguous_strides(t.shape()),
         requires_grad: false,
     };
     let pkl = write_tensor_pickle(&meta);
@@ -360,7 +360,7 @@ pub fn write_to(
         (".format_version", b"1"),
         (".storage_alignment", b"64"),
         ("byteorder", b"little"),
-        ("data/0", t.bytes),
+        ("data/0", t.bytes()),
         ("version", b"3\n"),
         (".data/serialization_id", serialization_id.as_bytes()),
     ];
@@ -450,15 +450,7 @@ pub fn write_to(
 /// Writes a tensor to `path` as `torch.save` would (archive named after the file, fresh
 /// serialization id). `location` is the device string recorded for the storage (`cpu`,
 /// `cuda:0`, `npu:0`); it does not change the bytes of the data.
-pub fn write(
-    path: &Path,
-    dtype: DType,
-    shape: &[usize],
-    bytes: &[u8],
-    location: &str,
-) -> Result<()> {
-    let t = TensorRef::new(dtype, shape, bytes);
-    t.check().map_err(|m| Error::tensor(path, 0, m))?;
+pub fn write(path: &Path, t: TensorView<'_>, location: &str) -> Result<()> {
     let f = File::create(path).map_err(|e| Error::io(path, e))?;
     let mut w = BufWriter::with_capacity(1 << 20, f);
     write_to(

@@ -10,8 +10,8 @@
 //!   the file (large files) or from one read of the whole file (small files, where a map costs
 //!   more than the copy): no per-element work. Strided `.pt` views (msprobe's sliced saves) are
 //!   gathered into C order.
-//! * Writers take a borrowed [`TensorRef`]: [`crate::npy::write`] and [`crate::pt::write`] produce
-//!   the bytes `np.save` / `torch.save` produce.
+//! * Writers take a borrowed [`TensorView`]: [`crate::npy::write`] and [`crate::pt::write`]
+//!   produce the bytes `np.save` / `torch.save` produce.
 //!
 //! Alignment: payloads of `np.save` (header padded to 64 bytes) and `torch.save` (64-byte aligned
 //! zip entries) start on a 64-byte boundary of the file, and both backings keep the file's start
@@ -26,7 +26,8 @@ use std::fs::File;
 use std::io::Read;
 use std::path::Path;
 
-use crate::{DType, Error, Result};
+use crate::{DType, Error, Result, TensorView};
+use numprobe_tensor::{Element, ViewError};
 
 /// Files up to this size are read into memory; larger ones are memory-mapped. Below it a map
 /// (mmap + page faults + munmap) costs more than copying the bytes once.
@@ -143,45 +144,6 @@ pub(crate) fn checked_numel(shape: &[usize]) -> Option<u64> {
         .try_fold(1u64, |acc, &d| acc.checked_mul(d as u64))
 }
 
-/// `numel × itemsize` in bytes, `None` on overflow.
-pub(crate) fn checked_nbytes(dtype: DType, shape: &[usize]) -> Option<u64> {
-    checked_numel(shape)?.checked_mul(dtype.size() as u64)
-}
-
-/// A borrowed tensor: what the writers take.
-#[derive(Clone, Copy, Debug)]
-pub struct TensorRef<'a> {
-    pub dtype: DType,
-    pub shape: &'a [usize],
-    /// C-order little-endian elements, exactly `numel × dtype.size()` bytes.
-    pub bytes: &'a [u8],
-}
-
-impl<'a> TensorRef<'a> {
-    pub fn new(dtype: DType, shape: &'a [usize], bytes: &'a [u8]) -> Self {
-        TensorRef {
-            dtype,
-            shape,
-            bytes,
-        }
-    }
-
-    /// Why these bytes cannot be a tensor of this dtype and shape, if they cannot.
-    pub(crate) fn check(&self) -> std::result::Result<(), String> {
-        match checked_nbytes(self.dtype, self.shape) {
-            None => Err(format!("shape {:?} overflows", self.shape)),
-            Some(n) if n != self.bytes.len() as u64 => Err(format!(
-                "{} bytes given for shape {:?} of {} ({} bytes expected)",
-                self.bytes.len(),
-                self.shape,
-                self.dtype.torch_name(),
-                n
-            )),
-            Some(_) => Ok(()),
-        }
-    }
-}
-
 /// A tensor with C-contiguous little-endian bytes.
 pub struct Tensor {
     dtype: DType,
@@ -214,9 +176,8 @@ impl Tensor {
     /// A tensor owning `bytes` (C order, little-endian); fails when the length disagrees with the
     /// shape.
     pub fn from_vec(dtype: DType, shape: Vec<usize>, bytes: Vec<u8>) -> Result<Tensor> {
-        TensorRef::new(dtype, &shape, &bytes)
-            .check()
-            .map_err(|msg| Error::tensor("<memory>", 0, msg))?;
+        TensorView::new(dtype, &shape, &bytes)
+            .map_err(|e| Error::tensor("<memory>", 0, e.to_string()))?;
         Ok(Tensor {
             dtype,
             shape,
@@ -281,8 +242,18 @@ impl Tensor {
         )
     }
 
-    pub fn as_ref(&self) -> TensorRef<'_> {
-        TensorRef::new(self.dtype, &self.shape, self.bytes())
+    /// The tensor as a borrowed view (no copy; a memory-mapped file stays mapped).
+    pub fn view(&self) -> TensorView<'_> {
+        TensorView::new(self.dtype, &self.shape, self.bytes())
+            .expect("a Tensor's bytes match its shape")
+    }
+
+    /// The elements as an `ndarray` view (no copy). `T` must be the tensor's dtype; a
+    /// hand-made file whose payload is not aligned for `T` gives [`ViewError::Misaligned`].
+    pub fn array<T: Element>(
+        &self,
+    ) -> std::result::Result<numprobe_tensor::ndarray::ArrayViewD<'_, T>, ViewError> {
+        self.view().to_ndarray()
     }
 
     pub fn info(&self) -> TensorInfo {

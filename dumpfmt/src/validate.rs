@@ -21,8 +21,8 @@ use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::path::{Path, PathBuf};
 
+use crate::DType;
 use crate::construct::ConstructFile;
-use crate::dtype::DType;
 use crate::dump::DumpFile;
 use crate::error::{Error, Result};
 use crate::json;

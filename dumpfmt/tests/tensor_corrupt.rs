@@ -3,7 +3,8 @@
 
 use std::path::{Path, PathBuf};
 
-use dumpfmt::tensor::{TensorRef, inspect, read_info, read_tensor};
+use dumpfmt::TensorView;
+use dumpfmt::tensor::{inspect, read_info, read_tensor};
 use dumpfmt::{DType, Error, npy, pt};
 
 fn pt_bytes(dtype: DType, shape: &[usize], bytes: &[u8]) -> Vec<u8> {
@@ -11,7 +12,7 @@ fn pt_bytes(dtype: DType, shape: &[usize], bytes: &[u8]) -> Vec<u8> {
     pt::write_to(
         &mut out,
         "t",
-        TensorRef::new(dtype, shape, bytes),
+        TensorView::new(dtype, shape, bytes).unwrap(),
         "cpu",
         &"1".repeat(40),
     )
@@ -21,7 +22,7 @@ fn pt_bytes(dtype: DType, shape: &[usize], bytes: &[u8]) -> Vec<u8> {
 
 fn npy_bytes(dtype: DType, shape: &[usize], bytes: &[u8]) -> Vec<u8> {
     let mut out = Vec::new();
-    npy::write_to(&mut out, TensorRef::new(dtype, shape, bytes)).unwrap();
+    npy::write_to(&mut out, TensorView::new(dtype, shape, bytes).unwrap()).unwrap();
     out
 }
 

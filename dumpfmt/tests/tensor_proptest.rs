@@ -3,7 +3,8 @@
 
 use std::path::Path;
 
-use dumpfmt::tensor::{TensorRef, inspect, read_info, read_tensor};
+use dumpfmt::TensorView;
+use dumpfmt::tensor::{inspect, read_info, read_tensor};
 use dumpfmt::{DType, npy, pt};
 use proptest::prelude::*;
 
@@ -62,7 +63,7 @@ fn npy_expected(d: DType, bytes: &[u8]) -> (DType, Vec<u8>) {
 fn npy_roundtrip_via_memory(d: DType, bytes: &[u8]) -> Vec<u8> {
     let shape = [bytes.len()];
     let mut out = Vec::new();
-    npy::write_to(&mut out, TensorRef::new(d, &shape, bytes)).unwrap();
+    npy::write_to(&mut out, TensorView::new(d, &shape, bytes).unwrap()).unwrap();
     let h = npy::parse_header(&out, Path::new("mem")).unwrap();
     out[h.data_offset..].to_vec()
 }
@@ -74,7 +75,7 @@ proptest! {
     fn pt_round_trips((d, shape, bytes) in any_tensor(), loc in prop_oneof![Just("cpu"), Just("cuda:0"), Just("npu:3")]) {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("x.pt");
-        pt::write(&p, d, &shape, &bytes, loc).unwrap();
+        pt::write(&p, TensorView::new(d, &shape, &bytes).unwrap(), loc).unwrap();
         let t = read_tensor(&p).unwrap();
         prop_assert_eq!(t.dtype(), d);
         prop_assert_eq!(t.shape(), &shape[..]);
@@ -95,7 +96,7 @@ proptest! {
     fn npy_round_trips((d, shape, bytes) in any_tensor()) {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("x.npy");
-        npy::write(&p, TensorRef::new(d, &shape, &bytes)).unwrap();
+        npy::write(&p, TensorView::new(d, &shape, &bytes).unwrap()).unwrap();
         let (want_dtype, want) = npy_expected(d, &bytes);
         let t = read_tensor(&p).unwrap();
         prop_assert_eq!(t.dtype(), want_dtype);
@@ -116,10 +117,10 @@ proptest! {
         let dir = tempfile::tempdir().unwrap();
         let mut file = Vec::new();
         let name = if as_npy {
-            npy::write_to(&mut file, TensorRef::new(d, &shape, &bytes)).unwrap();
+            npy::write_to(&mut file, TensorView::new(d, &shape, &bytes).unwrap()).unwrap();
             "x.npy"
         } else {
-            pt::write_to(&mut file, "x", TensorRef::new(d, &shape, &bytes), "cpu", &"7".repeat(40)).unwrap();
+            pt::write_to(&mut file, "x", TensorView::new(d, &shape, &bytes).unwrap(), "cpu", &"7".repeat(40)).unwrap();
             "x.pt"
         };
         for (at, v) in edits {

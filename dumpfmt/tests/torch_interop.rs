@@ -11,7 +11,8 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use dumpfmt::tensor::{FileInfo, TensorRef, inspect, read_info, read_tensor};
+use dumpfmt::TensorView;
+use dumpfmt::tensor::{FileInfo, inspect, read_info, read_tensor};
 use dumpfmt::{DType, Error, npy, pt};
 
 mod common;
@@ -123,7 +124,7 @@ fn reads_and_rewrites_what_torch_and_numpy_write() {
         if let Some(src_dtype) = kind.strip_prefix("npyconv:") {
             let d = DType::from_torch_name(src_dtype).unwrap();
             let src = std::fs::read(dir.path().join(format!("{name}.src"))).unwrap();
-            npy::write_to(&mut written, TensorRef::new(d, &shape, &src)).unwrap();
+            npy::write_to(&mut written, TensorView::new(d, &shape, &src).unwrap()).unwrap();
             assert!(
                 written == std::fs::read(&path).unwrap(),
                 "{file}: npy of converted {src_dtype} differs from np.save"
@@ -134,7 +135,7 @@ fn reads_and_rewrites_what_torch_and_numpy_write() {
             pt::write_to(
                 &mut written,
                 &pt::archive_name(&path),
-                t.as_ref(),
+                t.view(),
                 "cpu",
                 &sid,
             )
@@ -148,7 +149,7 @@ fn reads_and_rewrites_what_torch_and_numpy_write() {
             );
             exact_pt += 1;
         } else if kind == "exact" {
-            npy::write_to(&mut written, t.as_ref()).unwrap();
+            npy::write_to(&mut written, t.view()).unwrap();
             assert!(
                 written == std::fs::read(&path).unwrap(),
                 "{file}: our np.save bytes differ"
@@ -195,9 +196,7 @@ fn torch_and_numpy_load_what_we_write() {
             let location = if i == 1 { "cuda:0" } else { "cpu" };
             pt::write(
                 &dir.path().join(format!("{base}.pt")),
-                dtype,
-                shape,
-                &bytes,
+                TensorView::new(dtype, shape, &bytes).unwrap(),
                 location,
             )
             .unwrap();
@@ -207,7 +206,7 @@ fn torch_and_numpy_load_what_we_write() {
             manifest += &format!("{base}.pt\t{}\t{shape_s}\t{base}.raw\n", dtype.torch_name());
             npy::write(
                 &dir.path().join(format!("{base}.npy")),
-                TensorRef::new(dtype, shape, &bytes),
+                TensorView::new(dtype, shape, &bytes).unwrap(),
             )
             .unwrap();
             let stored = npy::stored_dtype(dtype);

@@ -1,8 +1,11 @@
 //! The element types that occur in dumps, with every spelling the formats use for them:
-//! PyTorch's `torch.float32`, MindSpore's `Float32`, numpy's `<f4` and the `.pt` storage class.
+//! PyTorch's `torch.float32`, MindSpore's `Float32`, numpy's `float32` / `<f4` and the `.pt`
+//! storage class.
 
-/// Element type of a tensor as stored in a file (not necessarily as named in dump.json:
-/// MindSpore saves bf16 as float32 .npy, for example).
+/// Element type of a tensor: every dtype msprobe's dump format carries.
+///
+/// This is the dtype of the bytes as stored, which is not always the dtype dump.json names
+/// (MindSpore saves bfloat16 tensors as float32 `.npy` files, for example).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum DType {
     Bool,
@@ -91,6 +94,7 @@ const TABLE: &[(DType, &str, &str, &str, &str)] = &[
 ];
 
 impl DType {
+    /// Every variant, in declaration order.
     pub const ALL: [DType; 17] = [
         DType::Bool,
         DType::U8,
@@ -147,6 +151,35 @@ impl DType {
         self.row().2
     }
 
+    /// numpy's dtype name (`float32`, `int64`, `bool`). numpy itself has no bfloat16 or
+    /// float8; for those this is the name the `ml_dtypes` package gives them.
+    pub fn numpy_name(self) -> &'static str {
+        match self {
+            DType::Bool => "bool",
+            DType::U8 => "uint8",
+            DType::I8 => "int8",
+            DType::I16 => "int16",
+            DType::I32 => "int32",
+            DType::I64 => "int64",
+            DType::U16 => "uint16",
+            DType::U32 => "uint32",
+            DType::U64 => "uint64",
+            DType::F16 => "float16",
+            DType::BF16 => "bfloat16",
+            DType::F32 => "float32",
+            DType::F64 => "float64",
+            DType::C64 => "complex64",
+            DType::C128 => "complex128",
+            DType::F8E4M3FN => "float8_e4m3fn",
+            DType::F8E5M2 => "float8_e5m2",
+        }
+    }
+
+    /// Parses [`DType::numpy_name`].
+    pub fn from_numpy_name(s: &str) -> Option<DType> {
+        DType::ALL.into_iter().find(|d| d.numpy_name() == s)
+    }
+
     /// numpy's little-endian `descr` (bf16 has none in numpy; `<V2` is only a placeholder).
     pub fn npy_descr(self) -> &'static str {
         self.row().3
@@ -157,6 +190,7 @@ impl DType {
         self.row().4
     }
 
+    /// Parses `torch.float32` and torch's aliases (`torch.float`, `torch.half`, ...).
     pub fn from_torch_name(s: &str) -> Option<DType> {
         // torch aliases that str(dtype) never prints but users may type.
         let s = match s {
@@ -173,6 +207,7 @@ impl DType {
         TABLE.iter().find(|r| r.1 == s).map(|r| r.0)
     }
 
+    /// Parses `Float32` etc.
     pub fn from_mindspore_name(s: &str) -> Option<DType> {
         TABLE.iter().find(|r| r.2 == s).map(|r| r.0)
     }
@@ -182,6 +217,7 @@ impl DType {
         Self::from_torch_name(s).or_else(|| Self::from_mindspore_name(s))
     }
 
+    /// Parses a legacy storage class name (`FloatStorage`).
     pub fn from_torch_storage(s: &str) -> Option<DType> {
         TABLE.iter().find(|r| r.4 == s).map(|r| r.0)
     }
@@ -209,6 +245,7 @@ impl DType {
         }
     }
 
+    /// Real floating types, float8 included.
     pub fn is_float(self) -> bool {
         matches!(
             self,
@@ -216,10 +253,12 @@ impl DType {
         )
     }
 
+    /// complex64 and complex128.
     pub fn is_complex(self) -> bool {
         matches!(self, DType::C64 | DType::C128)
     }
 
+    /// Integer types, signed and unsigned (not bool).
     pub fn is_int(self) -> bool {
         matches!(
             self,
@@ -246,6 +285,15 @@ mod tests {
             assert_eq!(DType::from_mindspore_name(d.mindspore_name()), Some(d));
             assert_eq!(DType::from_torch_storage(d.torch_storage()), Some(d));
         }
+    }
+
+    #[test]
+    fn numpy_names_are_distinct_and_round_trip() {
+        for d in DType::ALL {
+            assert_eq!(DType::from_numpy_name(d.numpy_name()), Some(d));
+        }
+        assert_eq!(DType::F32.numpy_name(), "float32");
+        assert_eq!(DType::from_numpy_name("float"), None);
     }
 
     #[test]
