@@ -9,8 +9,8 @@ export RUSTC_BOOTSTRAP=1
 export CARGO_TARGET_DIR="${NUMPROBE_FUZZ_TARGET:-/var/cache/numprobe/fuzz-target}"
 for t in dump_json npy pt; do
   mkdir -p "corpus/$t"
-  # Seed from the real files in shared/ when it is there (CI and developers have it).
-  seeds=../../shared/fixtures
+  # Seed from the real msprobe files in the repository's test data.
+  seeds=../testdata/fixtures
   if [ -d "$seeds" ] && [ -z "$(ls -A "corpus/$t")" ]; then
     case $t in
       dump_json) mapfile -t files < <(find "$seeds" -name '*.json' -size -64k) ;;

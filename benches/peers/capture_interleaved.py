@@ -22,8 +22,8 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.abspath(os.path.join(HERE, "..", ".."))
-SHARED = os.path.realpath(os.environ.get("NUMPROBE_SHARED") or os.path.join(REPO, "..", "shared"))
-SCRIPTS = os.path.join(SHARED, "fixtures", "msprobe-26.2.0-cpu", "scripts")
+TESTDATA = os.path.realpath(os.environ.get("NUMPROBE_TESTDATA") or os.path.join(REPO, "testdata"))
+SCRIPTS = os.path.join(TESTDATA, "fixtures", "msprobe-26.2.0-cpu", "scripts")
 
 CONFIGS = {
     "L1": ("L1", "statistics"),

@@ -4,7 +4,7 @@ bare (inputs built, golden and device runs, backward, no metrics and no CSV) and
 
 usage: python benches/peers/run_ut_overhead.py [--api-info DUMP.json] [--repeat 5] [--scale N] [--threads N]
 
-Without --api-info it uses the fixture dump pt_tiny_f32_tensor_L1 (step0) from ../shared.
+Without --api-info it uses the fixture dump pt_tiny_f32_tensor_L1 (step0) from testdata/.
 --scale N > 1 builds a statistics-mode copy of that dump with every dimension of size >= 8
 multiplied by N (random inputs within Min/Max), to see the ratio when torch's kernels dominate.
 Prints wall and process CPU times of the bare run and of the full replay with the metrics
@@ -27,8 +27,8 @@ REPO = os.path.dirname(os.path.dirname(HERE))
 
 
 def default_dump():
-    shared = os.environ.get("NUMPROBE_SHARED") or os.path.join(REPO, "..", "shared")
-    pattern = os.path.join(shared, "fixtures", "msprobe-26.2.0-cpu", "pt_tiny_f32_tensor_L1", "dump", "step0",
+    testdata = os.environ.get("NUMPROBE_TESTDATA") or os.path.join(REPO, "testdata")
+    pattern = os.path.join(testdata, "fixtures", "msprobe-26.2.0-cpu", "pt_tiny_f32_tensor_L1", "dump", "step0",
                            "*", "dump.json")
     found = glob.glob(pattern)
     if not found:

@@ -1,5 +1,5 @@
 """Runs the fixture's tiny model for N training steps under numprobe's PrecisionDebugger, the
-same way shared/fixtures/msprobe-26.2.0-cpu/scripts/pt_dump.py runs it under msprobe.
+same way testdata/fixtures/msprobe-26.2.0-cpu/scripts/pt_dump.py runs it under msprobe.
 
 usage: python drive_model.py --config cfg.json --dump-path DIR [--steps 2] [--dtype float32]
        [--no-tool] [--model tiny|big] [--threads N] [--times-out FILE]
@@ -13,8 +13,8 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-def shared_dir():
-    return os.path.realpath(os.environ.get("NUMPROBE_SHARED") or os.path.join(HERE, "..", "..", "..", "shared"))
+def testdata_dir():
+    return os.path.realpath(os.environ.get("NUMPROBE_TESTDATA") or os.path.join(HERE, "..", "..", "testdata"))
 
 
 def main():
@@ -30,7 +30,7 @@ def main():
     p.add_argument("--times-out")
     a = p.parse_args()
 
-    sys.path.insert(0, os.path.join(shared_dir(), "fixtures", "msprobe-26.2.0-cpu", "scripts"))
+    sys.path.insert(0, os.path.join(testdata_dir(), "fixtures", "msprobe-26.2.0-cpu", "scripts"))
     import torch
     import torch.nn.functional as F
 

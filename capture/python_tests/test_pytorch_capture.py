@@ -22,8 +22,8 @@ import pytest
 import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-SHARED = os.path.realpath(os.environ.get("NUMPROBE_SHARED") or os.path.join(HERE, "..", "..", "..", "shared"))
-FIX = os.path.join(SHARED, "fixtures", "msprobe-26.2.0-cpu")
+TESTDATA = os.path.realpath(os.environ.get("NUMPROBE_TESTDATA") or os.path.join(HERE, "..", "..", "testdata"))
+FIX = os.path.join(TESTDATA, "fixtures", "msprobe-26.2.0-cpu")
 DRIVER = os.path.join(HERE, "drive_model.py")
 PT_DUMP = os.path.join(FIX, "scripts", "pt_dump.py")
 

@@ -1,7 +1,7 @@
 """numprobe's run_ut / acc_check replay on dumps of the fixture's tiny model captured by numprobe.
 
 Row names, dtypes, shapes, statuses and messages are compared with what msprobe 26.2.0's own
-acc_check wrote for the same model and seed (shared/fixtures/.../acccheck-cpu_patched_*, made
+acc_check wrote for the same model and seed (testdata/fixtures/.../acccheck-cpu_patched_*, made
 with its device patched to the CPU); metric digits differ between machines' CPU kernels, so they
 are not compared with the fixture. With msprobe importable, msprobe's acc_check also runs live
 on a part of the very dump numprobe replays.
@@ -19,8 +19,8 @@ import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
-SHARED = os.path.realpath(os.environ.get("NUMPROBE_SHARED") or os.path.join(HERE, "..", "..", "..", "shared"))
-FIX = os.path.join(SHARED, "fixtures", "msprobe-26.2.0-cpu")
+TESTDATA = os.path.realpath(os.environ.get("NUMPROBE_TESTDATA") or os.path.join(HERE, "..", "..", "testdata"))
+FIX = os.path.join(TESTDATA, "fixtures", "msprobe-26.2.0-cpu")
 DRIVER = os.path.join(HERE, "drive_model.py")
 VERDICTS = {"pass", "warning", "error", "SKIP"}
 BOM = b"\xef\xbb\xbf"

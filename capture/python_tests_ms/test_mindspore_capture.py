@@ -22,9 +22,9 @@ import pytest
 HERE = os.path.dirname(os.path.abspath(__file__))
 SCRIPT = os.path.join(HERE, "ms_tiny.py")
 DTYPES_SCRIPT = os.path.join(HERE, "ms_dtypes.py")
-SHARED = os.path.realpath(
-    os.environ.get("NUMPROBE_SHARED") or os.path.join(HERE, "..", "..", "..", "shared"))
-FIXTURES = os.path.join(SHARED, "fixtures", "msprobe-26.2.0-cpu")
+TESTDATA = os.path.realpath(
+    os.environ.get("NUMPROBE_TESTDATA") or os.path.join(HERE, "..", "..", "testdata"))
+FIXTURES = os.path.join(TESTDATA, "fixtures", "msprobe-26.2.0-cpu")
 
 # Tolerance of Mean/Norm relative to the tensor's magnitude (float32 reductions in different
 # orders); Max, Min, checksums, shapes and non-tensor values must be equal.

@@ -1,7 +1,5 @@
 //! Journal framing, replay rules, the JSON files and recovery.
 
-mod common;
-
 use std::path::Path;
 
 use capture::journal::{self, JournalWriter, Meta, Record};

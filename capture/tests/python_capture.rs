@@ -7,14 +7,8 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
-
-fn python() -> PathBuf {
-    std::env::var_os("NUMPROBE_PYTHON")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from("/var/cache/numprobe/venv/bin/python"))
-}
 
 fn numprobe_installed(py: &Path) -> bool {
     Command::new(py)
@@ -33,14 +27,14 @@ fn capture(py: &Path, fixture: &str, dir: &Path, steps: u32) {
         .insert("dump_path", dump.to_str().unwrap().into());
     let cfg_path = dir.join("config.json");
     dumpfmt::json::write_file(&cfg_path, &cfg).unwrap();
-    let driver = common::manifest_dir().join("python_tests/drive_model.py");
+    let driver = testsupport::manifest_dir().join("python_tests/drive_model.py");
     let out = Command::new(py)
         .arg(driver)
         .arg("--config")
         .arg(&cfg_path)
         .arg("--steps")
         .arg(steps.to_string())
-        .env("NUMPROBE_SHARED", common::shared())
+        .env("NUMPROBE_TESTDATA", testsupport::testdata())
         .current_dir(dir)
         .output()
         .unwrap();
@@ -53,7 +47,7 @@ fn capture(py: &Path, fixture: &str, dir: &Path, steps: u32) {
 
 #[test]
 fn python_capture_validates_and_recovers() {
-    let py = python();
+    let py = testsupport::python();
     // `.ci/setup` (or capture/tests/run_python_tests.sh) installs the package; without it this
     // test fails rather than pass without checking anything.
     assert!(

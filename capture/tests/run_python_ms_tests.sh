@@ -6,7 +6,7 @@
 #   NUMPROBE_MS_PYTHON  interpreter to use (default /var/cache/numprobe/venv-ms/bin/python)
 #   CARGO_TARGET_DIR    reused by maturin and cargo, so repeated builds are incremental
 #   NUMPROBE_BIN        the numprobe CLI (default: built here with `cargo build -p numprobe`)
-#   NUMPROBE_SHARED     shared/ folder (default: ../shared beside the repository)
+#   NUMPROBE_TESTDATA   test data folder (default: the repository's testdata/)
 #   NUMPROBE_MS_JOBS    MindSpore runs started at once (default 3)
 #   extra arguments are passed to pytest (e.g. -k mix -x)
 set -euo pipefail

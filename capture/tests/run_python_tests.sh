@@ -4,7 +4,7 @@
 #
 #   NUMPROBE_PYTHON   interpreter to use (default /var/cache/numprobe/venv/bin/python)
 #   CARGO_TARGET_DIR  reused by maturin, so repeated builds are incremental
-#   NUMPROBE_SHARED   shared/ folder (default: ../shared beside the repository)
+#   NUMPROBE_TESTDATA test data folder (default: the repository's testdata/)
 #   extra arguments are passed to pytest (e.g. -k L1 -x)
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"

@@ -5,7 +5,7 @@ use common::*;
 use std::path::{Path, PathBuf};
 
 fn sample_rank_dir(side: &str) -> PathBuf {
-    let step = repo()
+    let step = repo_root()
         .join("samples/tiny-bf16-vs-f32")
         .join(side)
         .join("step0");
@@ -18,7 +18,7 @@ fn sample_rank_dir(side: &str) -> PathBuf {
 
 #[test]
 fn validate_accepts_the_shipped_sample_and_every_fixture_root() {
-    let target = repo().join("samples/tiny-bf16-vs-f32/target");
+    let target = repo_root().join("samples/tiny-bf16-vs-f32/target");
     let o = numprobe([Path::new("validate"), &target]);
     assert!(o.status.success(), "{}{}", stdout(&o), stderr(&o));
     let text = stdout(&o);
@@ -29,7 +29,10 @@ fn validate_accepts_the_shipped_sample_and_every_fixture_root() {
         "msprobe-26.2.0-cpu/ms_tiny_f32_tensor_L1/dump",
         "msprobe-26.2.0-torch-h200/l1_tensor/dump_path",
     ] {
-        let o = numprobe([Path::new("validate"), &shared().join("fixtures").join(root)]);
+        let o = numprobe([
+            Path::new("validate"),
+            &testdata().join("fixtures").join(root),
+        ]);
         assert!(o.status.success(), "{root}: {}{}", stdout(&o), stderr(&o));
     }
 }
@@ -95,7 +98,7 @@ fn validate_of_a_missing_path_is_an_error() {
 
 #[test]
 fn fmt_reproduces_msprobe_files_byte_for_byte() {
-    let root = shared().join("fixtures/msprobe-26.2.0-cpu/pt_tiny_f32_stat_mix/dump/step0");
+    let root = testdata().join("fixtures/msprobe-26.2.0-cpu/pt_tiny_f32_stat_mix/dump/step0");
     let rank = std::fs::read_dir(&root)
         .unwrap()
         .next()

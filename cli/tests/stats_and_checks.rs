@@ -8,7 +8,7 @@ use dumpfmt::TensorView;
 use std::path::{Path, PathBuf};
 
 fn l1_cpu_rank() -> PathBuf {
-    let step = shared().join("fixtures/msprobe-26.2.0-torch-h200/l1_cpu_tensor/dump_path/step0");
+    let step = testdata().join("fixtures/msprobe-26.2.0-torch-h200/l1_cpu_tensor/dump_path/step0");
     std::fs::read_dir(step)
         .unwrap()
         .next()
@@ -137,7 +137,7 @@ fn csv_cells(line: &str) -> Vec<String> {
 #[test]
 fn acc_check_rows_match_msprobe() {
     let v: serde_json::Value = serde_json::from_slice(
-        &std::fs::read(shared().join("vectors/accuracy/run_ut_metrics.json")).unwrap(),
+        &std::fs::read(testdata().join("vectors/accuracy/run_ut_metrics.json")).unwrap(),
     )
     .unwrap();
     let tmp = tempfile::tempdir().unwrap();
@@ -191,7 +191,7 @@ fn acc_check_rows_match_msprobe() {
 /// `numprobe precision-compare` on msprobe's own acc_check outputs writes msprobe's two files.
 #[test]
 fn precision_compare_reproduces_msprobe_outputs() {
-    let fx = shared().join("fixtures/msprobe-26.2.0-cpu");
+    let fx = testdata().join("fixtures/msprobe-26.2.0-cpu");
     let details = |dir: &str| {
         std::fs::read_dir(fx.join(dir))
             .unwrap()
@@ -241,7 +241,7 @@ fn precision_compare_reproduces_msprobe_outputs() {
 /// The README's first command: the shipped pair, a table and the first divergence.
 #[test]
 fn compare_the_shipped_sample_pair() {
-    let s = repo().join("samples/tiny-bf16-vs-f32");
+    let s = repo_root().join("samples/tiny-bf16-vs-f32");
     let out = tempfile::tempdir().unwrap();
     let o = numprobe([
         Path::new("compare"),
@@ -265,7 +265,7 @@ fn compare_the_shipped_sample_pair() {
 
 #[test]
 fn compare_writes_xlsx_when_asked() {
-    let s = repo().join("samples/tiny-bf16-vs-f32");
+    let s = repo_root().join("samples/tiny-bf16-vs-f32");
     let out = tempfile::tempdir().unwrap();
     let o = numprobe([
         Path::new("compare"),

@@ -1,4 +1,4 @@
-//! Real msprobe 26.2.0 compare outputs (shared/fixtures/msprobe-26.2.0-cpu/compare-*): the
+//! Real msprobe 26.2.0 compare outputs (testdata/fixtures/msprobe-26.2.0-cpu/compare-*): the
 //! same dump pairs through `compare::run` must give msprobe's table.
 
 mod common;
@@ -8,9 +8,10 @@ use std::path::PathBuf;
 use common::*;
 use compare::CompareOptions;
 use compare::stats_diff::PandasCompat;
+use testsupport::testdata;
 
 fn fixture_pair(name: &str) -> Option<(PathBuf, PathBuf, PathBuf, Vec<String>)> {
-    let root = shared().join("fixtures/msprobe-26.2.0-cpu");
+    let root = testdata().join("fixtures/msprobe-26.2.0-cpu");
     let dir = root.join(name);
     let cmd = std::fs::read_to_string(dir.join("command.txt")).ok()?;
     let args: Vec<String> = cmd.split_whitespace().map(String::from).collect();
@@ -36,18 +37,18 @@ fn fixture_pair(name: &str) -> Option<(PathBuf, PathBuf, PathBuf, Vec<String>)> 
 /// msprobe's built-in MindSpore -> PyTorch API table, from the msprobe install of the peer venv
 /// (numprobe does not ship msprobe's table).
 fn msprobe_api_table() -> PathBuf {
-    let python = std::env::var("NUMPROBE_PYTHON")
-        .unwrap_or_else(|_| "/var/cache/numprobe/venv/bin/python".into());
+    let python = testsupport::python();
     let out = std::process::Command::new(&python)
         .args([
             "-c",
             "import os, msprobe; print(os.path.dirname(msprobe.__file__))",
         ])
         .output()
-        .unwrap_or_else(|e| panic!("{python}: {e}"));
+        .unwrap_or_else(|e| panic!("{}: {e}", python.display()));
     assert!(
         out.status.success(),
-        "msprobe is not importable with {python}"
+        "msprobe is not importable with {}",
+        python.display()
     );
     PathBuf::from(String::from_utf8(out.stdout).unwrap().trim())
         .join("core/compare/ms_to_pt_api.yaml")
@@ -135,7 +136,7 @@ fn xfw_tensor_l1_ms_vs_pt_api_mapping() {
 #[test]
 fn dump_roots_steps_and_ranks() {
     use compare::run::locate_dump_json;
-    let root = shared().join("fixtures/msprobe-26.2.0-cpu");
+    let root = testdata().join("fixtures/msprobe-26.2.0-cpu");
     let dump = root.join("pt_tiny_f32_stat_L1/dump");
     let err = locate_dump_json(&dump, None, None).unwrap_err().to_string();
     assert!(err.contains("step0") && err.contains("--step"), "{err}");
@@ -154,7 +155,7 @@ fn dump_roots_steps_and_ranks() {
 /// names the first divergence.
 #[test]
 fn shipped_sample_pair() {
-    let samples = common::manifest_dir().join("../samples/tiny-bf16-vs-f32");
+    let samples = testsupport::repo_root().join("samples/tiny-bf16-vs-f32");
     let out = tempfile::tempdir().unwrap();
     let opts = CompareOptions {
         target: samples.join("target"),

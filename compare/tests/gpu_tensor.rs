@@ -11,15 +11,8 @@ use compare::tensor::{
 };
 use half::{bf16, f16};
 use proptest::prelude::*;
-use stats_gpu::gpu::{Gpu, GpuOptions};
-
-/// This binary's Gpu. No adapter fails the test unless NUMPROBE_ALLOW_NO_GPU=1.
-fn gpu() -> Option<&'static Gpu> {
-    Gpu::shared_for_test(|| GpuOptions {
-        workgroups: Some(2),
-        ..GpuOptions::default()
-    })
-}
+use stats_gpu::gpu::Gpu;
+use testsupport::{few_workgroups, gpu};
 
 /// Bytes of `v` in `dtype`, in a u32-aligned buffer (as a mapped .npy/.pt payload is).
 fn encode(v: &[f32], dtype: ElemDtype) -> Vec<u32> {
@@ -108,7 +101,7 @@ proptest! {
         bd in 0usize..3,
         chunk in 64usize..600,
     ) {
-        let Some(gpu) = gpu() else { return Ok(()) };
+        let Some(gpu) = gpu(few_workgroups) else { return Ok(()) };
         let (npu, bench): (Vec<f32>, Vec<f32>) = pairs.into_iter().unzip();
         check(gpu, &npu, &bench, DTYPES[nd], DTYPES[bd], chunk);
     }
@@ -116,7 +109,9 @@ proptest! {
 
 #[test]
 fn every_dtype_pair_over_many_chunks() {
-    let Some(gpu) = gpu() else { return };
+    let Some(gpu) = gpu(few_workgroups) else {
+        return;
+    };
     let n = 20_001;
     let bench: Vec<f32> = (0..n)
         .map(|i| ((i * 7919 % 2003) as f32 - 1000.0) * 1e-3)
@@ -148,7 +143,9 @@ fn every_dtype_pair_over_many_chunks() {
 
 #[test]
 fn tiny_differences_and_special_values_keep_the_cpu_cells() {
-    let Some(gpu) = gpu() else { return };
+    let Some(gpu) = gpu(few_workgroups) else {
+        return;
+    };
     // Differences below 2^-40 (scaled sum), a zero bench (eps rule), and then inf / NaN
     // (handed to the CPU path, which zeroes matching positions).
     let bench: Vec<f32> = (0..500).map(|i| 1e-3 + i as f32 * 1e-6).collect();

@@ -1,4 +1,4 @@
-//! msprobe-computed reference vectors (shared/vectors/accuracy): tensor metrics, statistics
+//! msprobe-computed reference vectors (testdata/vectors/accuracy): tensor metrics, statistics
 //! diffs, judgement rules and whole compare runs.
 
 mod common;

@@ -1,24 +1,17 @@
 //! `--xlsx`: the result table as a workbook, read back with openpyxl (the engine pandas and
 //! msprobe use) and checked against msprobe's own CSV of the same comparison.
 
-mod common;
-
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use common::*;
 use compare::CompareOptions;
 use compare::cell::Cell;
 use compare::stats_diff::PandasCompat;
-
-fn python() -> String {
-    std::env::var("NUMPROBE_PYTHON")
-        .unwrap_or_else(|_| "/var/cache/numprobe/venv/bin/python".into())
-}
+use testsupport::testdata;
 
 /// Runs a Python snippet with `argv`; panics with its stderr when it fails.
 fn py(script: &str, args: &[&Path]) -> String {
-    let out = Command::new(python())
+    let out = Command::new(testsupport::python())
         .arg("-c")
         .arg(script)
         .args(args)
@@ -73,7 +66,7 @@ print(len(c) - 1)
 "#;
 
 fn fixture(name: &str) -> (PathBuf, PathBuf, PathBuf) {
-    let root = shared().join("fixtures/msprobe-26.2.0-cpu");
+    let root = testdata().join("fixtures/msprobe-26.2.0-cpu");
     let dir = root.join(name);
     let cmd = std::fs::read_to_string(dir.join("command.txt")).unwrap();
     let args: Vec<&str> = cmd.split_whitespace().collect();

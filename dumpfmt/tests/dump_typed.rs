@@ -8,11 +8,12 @@ use dumpfmt::dump::{self, Checksum, DumpFile, Record, Stat};
 use dumpfmt::json::{self, Map, Value};
 use dumpfmt::names::{Category, EntryName, Framework};
 
-mod common;
-use common::shared;
+use testsupport::testdata;
 
 fn h200(s: &str) -> PathBuf {
-    shared().join("fixtures/msprobe-26.2.0-torch-h200").join(s)
+    testdata()
+        .join("fixtures/msprobe-26.2.0-torch-h200")
+        .join(s)
 }
 
 #[test]

@@ -6,11 +6,10 @@ use dumpfmt::Error;
 use dumpfmt::dump::DumpFile;
 use dumpfmt::json::{self, Str, Value};
 
-mod common;
-use common::shared;
+use testsupport::testdata;
 
 fn l1_statistics() -> (PathBuf, String) {
-    let p = shared()
+    let p = testdata()
         .join("fixtures/msprobe-26.2.0-torch-h200/l1_statistics/dump_path/step0/proc503/dump.json");
     let text = std::fs::read_to_string(&p).unwrap();
     (p, text)

@@ -8,8 +8,7 @@ use dumpfmt::dump::DumpFile;
 use dumpfmt::json;
 use dumpfmt::stack::StackFile;
 
-mod common;
-use common::shared;
+use testsupport::testdata;
 
 fn json_files(dir: &Path, out: &mut Vec<PathBuf>) {
     let mut entries: Vec<_> = std::fs::read_dir(dir)
@@ -32,7 +31,7 @@ fn json_files(dir: &Path, out: &mut Vec<PathBuf>) {
 /// The JSON files msprobe 26.2.0 wrote. `config.json` (msprobe's input) and `run_info.json`
 /// (the fixture generator's notes) are not msprobe output.
 fn msprobe_26_2_files() -> Vec<PathBuf> {
-    let fx = shared().join("fixtures");
+    let fx = testdata().join("fixtures");
     let mut out = Vec::new();
     for d in ["msprobe-26.2.0-cpu", "msprobe-26.2.0-torch-h200"] {
         json_files(&fx.join(d), &mut out);
@@ -96,7 +95,7 @@ fn open_typed(f: &Path) {
 #[test]
 fn every_fixture_json_reads_into_typed_views() {
     let mut files = Vec::new();
-    json_files(&shared().join("fixtures"), &mut files);
+    json_files(&testdata().join("fixtures"), &mut files);
     assert!(files.len() > 250);
     for f in &files {
         open_typed(f);
@@ -145,12 +144,12 @@ fn tensor_records_round_trip_through_the_typed_model() {
 
 #[test]
 fn framework_is_detected_when_the_key_is_absent() {
-    let f = shared().join("fixtures/msprobe-upstream/test/msprobe_test/pytorch_ut/api_accuracy_checker/run_ut/dump.json");
+    let f = testdata().join("fixtures/msprobe-upstream/test/msprobe_test/pytorch_ut/api_accuracy_checker/run_ut/dump.json");
     let d = DumpFile::open(&f).unwrap();
     assert_eq!(d.declared_framework(), None);
     assert_eq!(d.framework(), dumpfmt::names::Framework::PyTorch);
-    let f =
-        shared().join("fixtures/msprobe-upstream/test/resources/layer_mapping/mindspore/dump.json");
+    let f = testdata()
+        .join("fixtures/msprobe-upstream/test/resources/layer_mapping/mindspore/dump.json");
     assert_eq!(
         DumpFile::open(&f).unwrap().framework(),
         dumpfmt::names::Framework::MindSpore
@@ -159,7 +158,7 @@ fn framework_is_detected_when_the_key_is_absent() {
 
 #[test]
 fn stack_formats_are_told_apart() {
-    let fx = shared().join("fixtures");
+    let fx = testdata().join("fixtures");
     let new = StackFile::open(
         &fx.join("msprobe-26.2.0-torch-h200/l1_statistics/dump_path/step0/proc503/stack.json"),
     )

@@ -4,8 +4,7 @@ use std::path::Path;
 
 use dumpfmt::layout::{Layout, RankId, discover, parse_step};
 
-mod common;
-use common::shared;
+use testsupport::testdata;
 
 #[test]
 fn names() {
@@ -22,7 +21,7 @@ fn names() {
 
 #[test]
 fn every_level_of_a_real_dump() {
-    let root = shared().join("fixtures/msprobe-26.2.0-cpu/pt_tiny_f32_tensor_L1/dump");
+    let root = testdata().join("fixtures/msprobe-26.2.0-cpu/pt_tiny_f32_tensor_L1/dump");
     let l = discover(&root).unwrap();
     assert_eq!(l.ranks().len(), 2);
     assert_eq!(l.step_count(), 2);
@@ -47,7 +46,7 @@ fn every_level_of_a_real_dump() {
     assert_eq!(discover(&f).unwrap(), Layout::File(f));
 
     let rank0 =
-        discover(&shared().join("fixtures/msprobe-26.2.0-cpu/pt_tiny_f32_stat_L1_rank0/dump"))
+        discover(&testdata().join("fixtures/msprobe-26.2.0-cpu/pt_tiny_f32_stat_L1_rank0/dump"))
             .unwrap();
     assert!(
         rank0
@@ -59,7 +58,7 @@ fn every_level_of_a_real_dump() {
 
 #[test]
 fn debug_level_and_split_roots() {
-    let l = discover(&shared().join("fixtures/msprobe-26.2.0-torch-h200/debug_save/dump_path"))
+    let l = discover(&testdata().join("fixtures/msprobe-26.2.0-torch-h200/debug_save/dump_path"))
         .unwrap();
     assert!(
         l.ranks()

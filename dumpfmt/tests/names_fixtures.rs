@@ -6,11 +6,10 @@ use dumpfmt::dump::DumpFile;
 use dumpfmt::layout::discover;
 use dumpfmt::names::{Category, EntryName, parse_data_name, tensor_data_name};
 
-mod common;
-use common::shared;
+use testsupport::testdata;
 
 fn rank_dirs() -> Vec<dumpfmt::layout::RankDir> {
-    let fx = shared().join("fixtures");
+    let fx = testdata().join("fixtures");
     let mut out = Vec::new();
     for d in ["msprobe-26.2.0-cpu", "msprobe-26.2.0-torch-h200"] {
         for e in std::fs::read_dir(fx.join(d)).unwrap() {

@@ -1,4 +1,4 @@
-//! Every `.pt` and `.npy` under `../shared/fixtures` (real msprobe dumps) reads, and gives the
+//! Every `.pt` and `.npy` under `testdata/fixtures` (real msprobe dumps) reads, and gives the
 //! dtype, shape and bytes that torch / numpy give (one Python run describes all files: dtype,
 //! shape, CRC-32 and length of the C-contiguous bytes).
 
@@ -10,7 +10,8 @@ use std::process::{Command, Stdio};
 use dumpfmt::tensor::{read_info, read_tensor};
 
 mod common;
-use common::{python, shared};
+use common::python;
+use testsupport::testdata;
 
 fn collect(dir: &Path, out: &mut Vec<PathBuf>) {
     for e in std::fs::read_dir(dir).unwrap() {
@@ -25,10 +26,10 @@ fn collect(dir: &Path, out: &mut Vec<PathBuf>) {
 
 #[test]
 fn every_fixture_tensor_reads_as_torch_and_numpy_read_it() {
-    let root = shared().join("fixtures");
+    let root = testdata().join("fixtures");
     assert!(
         root.is_dir(),
-        "{} missing (set NUMPROBE_SHARED)",
+        "{} missing (set NUMPROBE_TESTDATA)",
         root.display()
     );
     let mut files = Vec::new();
@@ -45,7 +46,7 @@ fn every_fixture_tensor_reads_as_torch_and_numpy_read_it() {
     );
 
     let mut child = Command::new(python())
-        .arg(common::manifest_dir().join("tests/torch/describe_files.py"))
+        .arg(testsupport::manifest_dir().join("tests/torch/describe_files.py"))
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

@@ -19,7 +19,7 @@ mod common;
 use common::python;
 
 fn script(name: &str) -> PathBuf {
-    common::manifest_dir().join("tests/torch").join(name)
+    testsupport::manifest_dir().join("tests/torch").join(name)
 }
 
 fn run_script(name: &str, dir: &Path) -> String {

@@ -6,12 +6,11 @@ use std::path::{Path, PathBuf};
 use dumpfmt::json::{self, Map, Value};
 use dumpfmt::validate::{Report, validate};
 
-mod common;
-use common::shared;
+use testsupport::testdata;
 
 /// A copy of a small PyTorch tensor-mode rank dir (12 `.pt` files) under `root/step0/proc1`.
 fn copy_rank() -> (tempfile::TempDir, PathBuf) {
-    let src = shared()
+    let src = testdata()
         .join("fixtures/msprobe-26.2.0-cpu/pt_tiny_f32_tensor_L1_list/dump/step0/proc26804");
     let tmp = tempfile::tempdir().unwrap();
     let dst = tmp.path().join("step0/proc1");
@@ -185,7 +184,7 @@ fn orphan_file_and_foreign_stack_name() {
 #[test]
 fn mindspore_bf16_records_are_saved_as_float32() {
     let src =
-        shared().join("fixtures/msprobe-26.2.0-cpu/ms_tiny_f32_tensor_L1/dump/step0/proc2856");
+        testdata().join("fixtures/msprobe-26.2.0-cpu/ms_tiny_f32_tensor_L1/dump/step0/proc2856");
     let tmp = tempfile::tempdir().unwrap();
     let rank = tmp.path().join("rank0");
     std::fs::create_dir_all(rank.join("dump_tensor_data")).unwrap();

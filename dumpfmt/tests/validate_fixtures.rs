@@ -4,11 +4,10 @@ use std::path::PathBuf;
 
 use dumpfmt::validate::validate;
 
-mod common;
-use common::shared;
+use testsupport::testdata;
 
 fn dump_roots() -> Vec<PathBuf> {
-    let fx = shared().join("fixtures");
+    let fx = testdata().join("fixtures");
     let mut roots = Vec::new();
     for d in ["msprobe-26.2.0-cpu", "msprobe-26.2.0-torch-h200"] {
         let mut scen: Vec<_> = std::fs::read_dir(fx.join(d))
@@ -45,8 +44,8 @@ fn every_26_2_dump_root_validates_cleanly() {
 
 #[test]
 fn counts_of_one_scenario() {
-    let r =
-        validate(&shared().join("fixtures/msprobe-26.2.0-torch-h200/l1_tensor/dump_path")).unwrap();
+    let r = validate(&testdata().join("fixtures/msprobe-26.2.0-torch-h200/l1_tensor/dump_path"))
+        .unwrap();
     assert_eq!((r.steps, r.ranks, r.json_files), (1, 1, 3));
     assert_eq!(r.tensor_files, 86, "{r}");
     assert_eq!(r.file_records, 86, "{r}");
@@ -56,7 +55,7 @@ fn counts_of_one_scenario() {
 
 #[test]
 fn upstream_samples_validate() {
-    let up = shared().join("fixtures/msprobe-upstream");
+    let up = testdata().join("fixtures/msprobe-upstream");
     for p in [
         "examples/quick_start/gpu_dump",
         "examples/quick_start/gpu_dump/step1",
@@ -78,7 +77,8 @@ fn upstream_samples_validate() {
 
 #[test]
 fn single_files_validate() {
-    let dir = shared().join("fixtures/msprobe-26.2.0-torch-h200/l1_tensor/dump_path/step0/proc505");
+    let dir =
+        testdata().join("fixtures/msprobe-26.2.0-torch-h200/l1_tensor/dump_path/step0/proc505");
     let r = validate(&dir.join("dump.json")).unwrap();
     assert!(r.is_ok() && r.file_records == 86, "{r}");
     let r = validate(&dir.join("stack.json")).unwrap();

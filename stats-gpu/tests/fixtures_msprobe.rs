@@ -12,12 +12,10 @@ use dumpfmt::json::Value;
 use stats_gpu::summary::{self, Checksum, Device, Flavour, Options, Record, Stat, SummaryMode};
 use stats_gpu::{ElemType, TensorView};
 
-#[path = "../../testsupport/paths.rs"]
-mod paths;
-use paths::shared;
+use testsupport::testdata;
 
 fn fixtures() -> PathBuf {
-    shared().join("fixtures")
+    testdata().join("fixtures")
 }
 
 fn dump_jsons(root: &Path, out: &mut Vec<PathBuf>) {

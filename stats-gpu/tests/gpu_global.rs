@@ -5,12 +5,9 @@
 mod gpu_common;
 
 use gpu_common::{Rng, check, random_bytes};
-use stats_gpu::gpu::Gpu;
+use stats_gpu::gpu::{Gpu, GpuOptions};
 use stats_gpu::{ElemType, TensorView};
-
-fn gpu() -> Option<&'static Gpu> {
-    gpu_common::shared(Default::default)
-}
+use testsupport::gpu;
 
 /// Tests of this binary take turns, so that one can count the Gpu's submissions.
 fn serial() -> std::sync::MutexGuard<'static, ()> {
@@ -21,7 +18,9 @@ fn serial() -> std::sync::MutexGuard<'static, ()> {
 #[test]
 fn global_is_one_instance_and_reports_its_adapter() {
     let _turn = serial();
-    let Some(g) = gpu() else { return };
+    let Some(g) = gpu(GpuOptions::default) else {
+        return;
+    };
     let global = Gpu::global().expect("global Gpu");
     assert!(std::ptr::eq(global, Gpu::global().unwrap()));
     assert_eq!(global.adapter_info().name, g.adapter_info().name);
@@ -32,7 +31,9 @@ fn global_is_one_instance_and_reports_its_adapter() {
 #[test]
 fn sixteen_mib_per_type() {
     let _turn = serial();
-    let Some(g) = gpu() else { return };
+    let Some(g) = gpu(GpuOptions::default) else {
+        return;
+    };
     let mut rng = Rng(0x1234_5678);
     for (elem, scale) in [
         (ElemType::F32, 1e4),
@@ -55,7 +56,9 @@ fn sixteen_mib_per_type() {
 #[test]
 fn big_batch_is_one_dispatch_and_matches() {
     let _turn = serial();
-    let Some(g) = gpu() else { return };
+    let Some(g) = gpu(GpuOptions::default) else {
+        return;
+    };
     let mut rng = Rng(99);
     let types = [ElemType::F32, ElemType::F16, ElemType::BF16];
     let data: Vec<(ElemType, Vec<u8>, [usize; 1])> = (0..1500)
@@ -85,7 +88,9 @@ fn huge_tensor_over_one_gib_when_asked() {
         return;
     }
     let _turn = serial();
-    let Some(g) = gpu() else { return };
+    let Some(g) = gpu(GpuOptions::default) else {
+        return;
+    };
     let n = (1usize << 28) + (1 << 24) + 5; // 1.06 GiB of f32
     let mut rng = Rng(5);
     let bytes = random_bytes(ElemType::F32, n, 1.0, &mut rng);

@@ -5,19 +5,21 @@
 mod gpu_common;
 
 use gpu_common::{Rng, check};
-use stats_gpu::gpu::{Gpu, GpuOptions};
+use stats_gpu::gpu::GpuOptions;
 use stats_gpu::{ElemType, TensorView, reference};
+use testsupport::gpu;
 
-fn gpu() -> Option<&'static Gpu> {
-    gpu_common::shared(|| GpuOptions {
+/// One workgroup: each invocation adds thousands of block sums.
+fn one_workgroup() -> GpuOptions {
+    GpuOptions {
         workgroups: Some(1),
         ..GpuOptions::default()
-    })
+    }
 }
 
 #[test]
 fn long_same_sign_sums_stay_accurate() {
-    let Some(g) = gpu() else { return };
+    let Some(g) = gpu(one_workgroup) else { return };
     assert_eq!(g.workgroups(), 1);
     let n = 1 << 21;
     let mut rng = Rng(11);

@@ -8,14 +8,16 @@ use gpu_common::{Rng, check, random_bytes};
 use proptest::prelude::*;
 use stats_gpu::gpu::{Gpu, GpuError, GpuOptions};
 use stats_gpu::{ElemType, Partials, TensorView};
+use testsupport::gpu;
 
 const CHUNK: u64 = 4096;
 
-fn gpu() -> Option<&'static Gpu> {
-    gpu_common::shared(|| GpuOptions {
+/// Chunks of CHUNK bytes: every tensor above 1024 f32 elements takes the multi-chunk path.
+fn small_chunks() -> GpuOptions {
+    GpuOptions {
         chunk_bytes: Some(CHUNK),
         ..GpuOptions::default()
-    })
+    }
 }
 
 /// Runs `bytes` (placed at byte offset `offset` of a fresh buffer, so the view may be
@@ -84,7 +86,7 @@ proptest! {
 
     #[test]
     fn f32_mixed_values(bits in prop::collection::vec(f32_bits(), 0..3000), big in len(), offset in 0usize..4) {
-        let Some(g) = gpu() else { return Ok(()) };
+        let Some(g) = gpu(small_chunks) else { return Ok(()) };
         let mut bits = bits;
         // Stretch some cases over many chunks with a repeating pattern.
         if big > bits.len() && !bits.is_empty() {
@@ -96,14 +98,14 @@ proptest! {
 
     #[test]
     fn f16_mixed_values(bits in prop::collection::vec(u16_bits(ElemType::F16), 0..3000), offset in 0usize..4) {
-        let Some(g) = gpu() else { return Ok(()) };
+        let Some(g) = gpu(small_chunks) else { return Ok(()) };
         let bytes: Vec<u8> = bits.iter().flat_map(|b| b.to_le_bytes()).collect();
         check_all_paths(g, ElemType::F16, &bytes, offset).map_err(TestCaseError::fail)?;
     }
 
     #[test]
     fn bf16_mixed_values(bits in prop::collection::vec(u16_bits(ElemType::BF16), 0..3000), offset in 0usize..4) {
-        let Some(g) = gpu() else { return Ok(()) };
+        let Some(g) = gpu(small_chunks) else { return Ok(()) };
         let bytes: Vec<u8> = bits.iter().flat_map(|b| b.to_le_bytes()).collect();
         check_all_paths(g, ElemType::BF16, &bytes, offset).map_err(TestCaseError::fail)?;
     }
@@ -114,7 +116,7 @@ proptest! {
             .prop_flat_map(|e| (Just(e), uniform_tensor(e))),
         offset in 0usize..4,
     ) {
-        let Some(g) = gpu() else { return Ok(()) };
+        let Some(g) = gpu(small_chunks) else { return Ok(()) };
         check_all_paths(g, elem, &bytes, offset).map_err(TestCaseError::fail)?;
     }
 
@@ -128,7 +130,7 @@ proptest! {
              any::<bool>()),
             0..24),
     ) {
-        let Some(g) = gpu() else { return Ok(()) };
+        let Some(g) = gpu(small_chunks) else { return Ok(()) };
         let data: Vec<(ElemType, Vec<u8>, [usize; 1])> = tensors
             .iter()
             .map(|&(elem, n, scale, seed, special)| {
@@ -163,7 +165,7 @@ proptest! {
 
 #[test]
 fn empty_scalar_and_one_element() {
-    let Some(g) = gpu() else { return };
+    let Some(g) = gpu(small_chunks) else { return };
     for elem in [ElemType::F32, ElemType::F16, ElemType::BF16] {
         let empty = TensorView::new(elem, &[0, 3], &[]).unwrap();
         let p = g.partials(&empty).unwrap();
@@ -187,7 +189,7 @@ fn empty_scalar_and_one_element() {
 
 #[test]
 fn every_16_bit_pattern() {
-    let Some(g) = gpu() else { return };
+    let Some(g) = gpu(small_chunks) else { return };
     let bytes: Vec<u8> = (0..=u16::MAX).flat_map(u16::to_le_bytes).collect();
     for elem in [ElemType::F16, ElemType::BF16] {
         check_all_paths(g, elem, &bytes, 0).unwrap();
@@ -208,7 +210,7 @@ fn every_16_bit_pattern() {
 
 #[test]
 fn all_nan_and_all_infinite() {
-    let Some(g) = gpu() else { return };
+    let Some(g) = gpu(small_chunks) else { return };
     let nan: Vec<u8> = std::iter::repeat_n(f32::NAN.to_le_bytes(), 5000)
         .flatten()
         .collect();
@@ -233,7 +235,7 @@ fn all_nan_and_all_infinite() {
 
 #[test]
 fn sums_that_overflow_f32_stay_finite() {
-    let Some(g) = gpu() else { return };
+    let Some(g) = gpu(small_chunks) else { return };
     // 3e38 squared overflows f32 (and so does the sum of two of them); the f64 reference doesn't.
     for x in [3e38f32, 1e30, 2e19, -3.3e38] {
         let bytes: Vec<u8> = std::iter::repeat_n(x.to_le_bytes(), 10_007)
@@ -256,7 +258,7 @@ fn sums_that_overflow_f32_stay_finite() {
 
 #[test]
 fn long_sums_keep_their_precision() {
-    let Some(g) = gpu() else { return };
+    let Some(g) = gpu(small_chunks) else { return };
     // 2 Mi values of 0.1 + tiny noise: a plain f32 running sum drifts by ~1e-3 relative.
     let n = 1 << 21;
     let mut rng = Rng(7);
@@ -278,7 +280,7 @@ fn long_sums_keep_their_precision() {
 
 #[test]
 fn other_types_are_refused() {
-    let Some(g) = gpu() else { return };
+    let Some(g) = gpu(small_chunks) else { return };
     for elem in [ElemType::I32, ElemType::F64, ElemType::Bool, ElemType::C64] {
         assert!(!Gpu::supports(elem));
         let bytes = vec![0u8; elem.size() * 3];

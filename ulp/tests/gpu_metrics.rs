@@ -6,17 +6,10 @@
 
 use half::{bf16, f16};
 use proptest::prelude::*;
-use stats_gpu::gpu::{Gpu, GpuOptions};
+use stats_gpu::gpu::Gpu;
+use testsupport::{few_workgroups, gpu};
 use ulp::gpu::{Backend, PairDevice, all_metrics_gpu, all_metrics_on};
 use ulp::{AllMetrics, DeviceFamily, FloatData, PyVal, all_metrics};
-
-/// This binary's Gpu. No adapter fails the test unless NUMPROBE_ALLOW_NO_GPU=1.
-fn gpu() -> Option<&'static Gpu> {
-    Gpu::shared_for_test(|| GpuOptions {
-        workgroups: Some(2),
-        ..GpuOptions::default()
-    })
-}
 
 fn exact(name: &str, g: &PyVal, c: &PyVal) {
     assert_eq!(g.type_name(), c.type_name(), "{name}: {g:?} vs {c:?}");
@@ -217,19 +210,19 @@ proptest! {
 
     #[test]
     fn f32_cells_match_cpu((bench, device) in pairs(900), chunk in 64usize..400) {
-        let Some(gpu) = gpu() else { return Ok(()) };
+        let Some(gpu) = gpu(few_workgroups) else { return Ok(()) };
         check_f32(gpu, &bench, &device, chunk);
     }
 
     #[test]
     fn f16_cells_match_cpu((bench, device) in pairs(900), chunk in 64usize..400) {
-        let Some(gpu) = gpu() else { return Ok(()) };
+        let Some(gpu) = gpu(few_workgroups) else { return Ok(()) };
         check_f16(gpu, &bench, &device, chunk);
     }
 
     #[test]
     fn bf16_cells_match_cpu((bench, device) in pairs(900), chunk in 64usize..400) {
-        let Some(gpu) = gpu() else { return Ok(()) };
+        let Some(gpu) = gpu(few_workgroups) else { return Ok(()) };
         check_bf16(gpu, &bench, &device, chunk);
     }
 }
@@ -250,7 +243,9 @@ fn finite_pair(n: usize) -> (Vec<f32>, Vec<f32>) {
 
 #[test]
 fn finite_cells_over_many_chunks() {
-    let Some(gpu) = gpu() else { return };
+    let Some(gpu) = gpu(few_workgroups) else {
+        return;
+    };
     let (bench, device) = finite_pair(20_000);
     check_f32(gpu, &bench, &device, 1000);
     check_f16(gpu, &bench, &device, 1000);
@@ -272,7 +267,9 @@ fn finite_cells_over_many_chunks() {
 
 #[test]
 fn extreme_magnitudes_redo_the_cosine_on_the_cpu() {
-    let Some(gpu) = gpu() else { return };
+    let Some(gpu) = gpu(few_workgroups) else {
+        return;
+    };
     // 1e30 lies outside the kernel's cosine range: the sums are redone on the CPU.
     let bench: Vec<f32> = (0..300).map(|i| (i as f32 - 150.0) * 1e28).collect();
     let device: Vec<f32> = bench.iter().map(|&b| b * 1.001).collect();
@@ -284,7 +281,9 @@ fn extreme_magnitudes_redo_the_cosine_on_the_cpu() {
 
 #[test]
 fn repeated_calls_reuse_buffers_and_agree() {
-    let Some(gpu) = gpu() else { return };
+    let Some(gpu) = gpu(few_workgroups) else {
+        return;
+    };
     let (bench, device) = finite_pair(5000);
     let first = all_metrics_gpu(
         gpu,
@@ -331,7 +330,7 @@ fn backend_selection_routes_what_the_gpu_cannot_take_to_the_cpu() {
         .unwrap();
         assert_eq!(format!("{got:?}"), format!("{want:?}"));
     }
-    if gpu().is_none() {
+    if gpu(few_workgroups).is_none() {
         return;
     }
     let got = all_metrics_on(

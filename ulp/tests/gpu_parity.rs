@@ -4,18 +4,10 @@
 //! PAIR_SUM_REL_TOL, the cosine sums within 1e-12.
 
 use proptest::prelude::*;
-use stats_gpu::gpu::{Gpu, GpuOptions, PAIR_SUM_REL_TOL, PairPartials};
+use stats_gpu::gpu::{PAIR_SUM_REL_TOL, PairPartials};
+use testsupport::{few_workgroups, gpu};
 use ulp::fused::{DeviceFamily, FusedStats, Params, fused_stats};
 use ulp::gpu::gpu_fused_f32;
-
-/// This binary's Gpu. No adapter fails the test unless NUMPROBE_ALLOW_NO_GPU=1.
-fn gpu() -> Option<&'static Gpu> {
-    Gpu::shared_for_test(|| GpuOptions {
-        // Few workgroups keep lavapipe fast and give each invocation several elements.
-        workgroups: Some(2),
-        ..GpuOptions::default()
-    })
-}
 
 fn cpu(bench: &[f32], device: &[f32]) -> FusedStats<f32, f64> {
     let p = Params::new(
@@ -170,7 +162,7 @@ proptest! {
 
     #[test]
     fn gpu_matches_cpu(pairs in prop::collection::vec(pair(), 0..1200), chunk in 100usize..700) {
-        let Some(gpu) = gpu() else { return Ok(()) };
+        let Some(gpu) = gpu(few_workgroups) else { return Ok(()) };
         let (bench, device): (Vec<f32>, Vec<f32>) = pairs.into_iter().unzip();
         let g = gpu_fused_f32(gpu, &bench, &device, chunk).unwrap();
         check(&g, &cpu(&bench, &device));
@@ -179,7 +171,9 @@ proptest! {
 
 #[test]
 fn finite_data_over_many_chunks() {
-    let Some(gpu) = gpu() else { return };
+    let Some(gpu) = gpu(few_workgroups) else {
+        return;
+    };
     let n = 5000;
     let bench: Vec<f32> = (0..n)
         .map(|i| ((i * 37 % 1001) as f32 - 500.0) * 0.013)
@@ -199,7 +193,9 @@ fn finite_data_over_many_chunks() {
 
 #[test]
 fn many_elements_per_invocation() {
-    let Some(gpu) = gpu() else { return };
+    let Some(gpu) = gpu(few_workgroups) else {
+        return;
+    };
     // One chunk over 2 workgroups: ~60 elements per invocation exercise the compensated sums.
     let n = 30_000;
     let bench: Vec<f32> = (0..n).map(|i| 1.0 + (i % 977) as f32 * 0.37).collect();

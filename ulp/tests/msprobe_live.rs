@@ -7,6 +7,7 @@ mod common;
 
 use common::*;
 use std::process::Command;
+use testsupport::DType;
 use ulp::{CheckOptions, TensorRef, TorchDtype, check_output};
 
 const SCRIPT: &str = r#"
@@ -51,31 +52,30 @@ json.dump(cases, open(os.path.join(out, "cases.json"), "w"))
 "#;
 
 fn load(path: &std::path::Path) -> Owned {
-    let (descr, _, raw) = read_npy(path);
-    match descr.as_str() {
-        "<f2" => Owned::F16(
+    let (dtype, _, raw) = testsupport::read_npy(path);
+    match dtype {
+        DType::F16 => Owned::F16(
             raw.chunks_exact(2)
                 .map(|c| half::f16::from_le_bytes([c[0], c[1]]))
                 .collect(),
         ),
-        "<f4" => Owned::F32(
+        DType::F32 => Owned::F32(
             raw.chunks_exact(4)
                 .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
                 .collect(),
         ),
-        "<f8" => Owned::F64(
+        DType::F64 => Owned::F64(
             raw.chunks_exact(8)
                 .map(|c| f64::from_le_bytes(c.try_into().unwrap()))
                 .collect(),
         ),
-        other => panic!("descr {other}"),
+        other => panic!("dtype {other:?}"),
     }
 }
 
 #[test]
 fn detail_rows_match_live_msprobe() {
-    let python = std::env::var("NUMPROBE_PYTHON")
-        .unwrap_or_else(|_| "/var/cache/numprobe/venv/bin/python".into());
+    let python = testsupport::python();
     let dir = tempfile::tempdir().unwrap();
     let status = Command::new(&python)
         .arg("-c")
@@ -83,7 +83,7 @@ fn detail_rows_match_live_msprobe() {
         .arg(dir.path())
         .env("PYTHONWARNINGS", "ignore")
         .output()
-        .unwrap_or_else(|e| panic!("cannot run {python} (set NUMPROBE_PYTHON): {e}"));
+        .unwrap_or_else(|e| panic!("cannot run {} (set NUMPROBE_PYTHON): {e}", python.display()));
     assert!(
         status.status.success(),
         "msprobe script failed: {}",

@@ -1,11 +1,7 @@
 #![allow(dead_code)]
 use std::path::PathBuf;
 
-#[path = "../../../testsupport/paths.rs"]
-mod paths;
-#[allow(unused_imports)]
-pub use paths::{manifest_dir, shared};
-
+/// msprobe 26.2.0's CPU dumps of the fixture model.
 pub fn fixtures() -> PathBuf {
-    shared().join("fixtures/msprobe-26.2.0-cpu")
+    testsupport::testdata().join("fixtures/msprobe-26.2.0-cpu")
 }

@@ -1,17 +1,11 @@
-//! Helpers shared by the CLI tests: the binary, shared/ and process output.
+//! Helpers shared by the CLI tests: the binary and process output.
 #![allow(dead_code)]
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output};
 
-#[path = "../../../testsupport/paths.rs"]
-mod paths;
 #[allow(unused_imports)]
-pub use paths::{manifest_dir, shared};
-
-pub fn repo() -> PathBuf {
-    manifest_dir().join("..")
-}
+pub use testsupport::{repo_root, testdata};
 
 pub fn numprobe<I, S>(args: I) -> Output
 where

@@ -7,14 +7,10 @@ use compare::cell::Cell;
 use compare::table::{LoadedTensor, TensorSource};
 use compare::tensor::ElemDtype;
 use serde_json::Value as J;
-
-#[path = "../../../testsupport/paths.rs"]
-mod paths;
-#[allow(unused_imports)]
-pub use paths::{manifest_dir, shared};
+use testsupport::testdata;
 
 pub fn vectors(name: &str) -> J {
-    let p = shared().join("vectors/accuracy").join(name);
+    let p = testdata().join("vectors/accuracy").join(name);
     serde_json::from_slice(&std::fs::read(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display())))
         .unwrap()
 }
@@ -78,38 +74,6 @@ pub fn encode(dtype: ElemDtype, values: &[f64]) -> Vec<u8> {
     out
 }
 
-/// Reads a small little-endian C-order .npy file (the vectors' arrays).
-pub fn read_npy(path: &std::path::Path) -> ArrayBytes {
-    let b = std::fs::read(path).unwrap();
-    assert_eq!(&b[..6], b"\x93NUMPY");
-    let (hlen, start) = if b[6] == 1 {
-        (u16::from_le_bytes([b[8], b[9]]) as usize, 10)
-    } else {
-        (u32::from_le_bytes([b[8], b[9], b[10], b[11]]) as usize, 12)
-    };
-    let header = std::str::from_utf8(&b[start..start + hlen]).unwrap();
-    let descr = header
-        .split("'descr': '")
-        .nth(1)
-        .unwrap()
-        .split('\'')
-        .next()
-        .unwrap();
-    let shape_txt = header
-        .split("'shape': (")
-        .nth(1)
-        .unwrap()
-        .split(')')
-        .next()
-        .unwrap();
-    let shape: Vec<usize> = shape_txt
-        .split(',')
-        .filter(|s| !s.trim().is_empty())
-        .map(|s| s.trim().parse().unwrap())
-        .collect();
-    (dtype_of(descr), shape, b[start + hlen..].to_vec())
-}
-
 /// An array of the vectors (`data` inline or `npy`) as (dtype, shape, bytes).
 pub fn array(a: &J) -> ArrayBytes {
     let shape: Vec<usize> = a["shape"]
@@ -120,10 +84,11 @@ pub fn array(a: &J) -> ArrayBytes {
         .collect();
     let dtype = dtype_of(a["dtype"].as_str().unwrap());
     if let Some(p) = a.get("npy").and_then(J::as_str) {
-        let (d, s, bytes) = read_npy(&shared().join("vectors/accuracy").join(p));
+        let (d, s, bytes) = testsupport::read_npy(&testdata().join("vectors/accuracy").join(p));
         if a.get("npy_storage").and_then(J::as_str) == Some("uint16_bits") {
             return (ElemDtype::BF16, s, bytes);
         }
+        let d = compare::run::elem_dtype(d).unwrap_or_else(|| panic!("{p}: dtype {d:?}"));
         assert_eq!(d, dtype);
         return (d, s, bytes);
     }

@@ -116,34 +116,6 @@ impl Gpu {
             .map_err(Clone::clone)
     }
 
-    /// Opens a Gpu for a test: with no adapter the test fails naming the missing driver, unless
-    /// the caller opted out with `NUMPROBE_ALLOW_NO_GPU=1`, in which case this says so on stderr
-    /// and returns `None` (the test then returns early). Any other error fails, opt-out or not,
-    /// so a GPU test never passes by skipping on its own.
-    pub fn open_for_test(opts: GpuOptions) -> Option<Gpu> {
-        match Gpu::new(opts) {
-            Ok(g) => Some(g),
-            Err(e @ GpuError::NoAdapter(_))
-                if std::env::var("NUMPROBE_ALLOW_NO_GPU").is_ok_and(|v| v == "1") =>
-            {
-                eprintln!("NUMPROBE_ALLOW_NO_GPU=1: GPU test not run: {e}");
-                None
-            }
-            Err(e @ GpuError::NoAdapter(_)) => {
-                panic!("{e} (set NUMPROBE_ALLOW_NO_GPU=1 to allow running without a GPU)")
-            }
-            Err(e) => panic!("{e}"),
-        }
-    }
-
-    /// The one Gpu of a test binary, opened on first use with `opts` (later calls get the same
-    /// one, whatever options they pass: a test binary is one process and opens one Gpu), under
-    /// [`Gpu::open_for_test`]'s rules.
-    pub fn shared_for_test(opts: impl FnOnce() -> GpuOptions) -> Option<&'static Gpu> {
-        static GPU: std::sync::OnceLock<Option<Gpu>> = std::sync::OnceLock::new();
-        GPU.get_or_init(|| Gpu::open_for_test(opts())).as_ref()
-    }
-
     pub fn new(opts: GpuOptions) -> Result<Gpu, GpuError> {
         static NEXT_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
         let ctx = context::Context::open(&opts.adapter)?;

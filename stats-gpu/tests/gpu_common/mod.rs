@@ -1,18 +1,12 @@
-//! Shared by the `gpu_*` test binaries: opening the one Gpu of a binary, and comparing GPU
-//! partials with the f64 reference.
+//! Shared by the `gpu_*` test binaries: comparing GPU partials with the f64 reference, and
+//! random data.
 #![allow(dead_code)]
 
-use stats_gpu::gpu::{Gpu, GpuOptions};
 use stats_gpu::{ElemType, Partials, TensorView, reference};
 
 /// Relative tolerance of `sum` (against Σ|x|) and of `sum_sq`; the kernel's bound is 4.8e-7
 /// (see `stats_kernel.rs`).
 pub const REL_TOL: f64 = 1e-6;
-
-/// Opens this binary's Gpu once (see [`Gpu::shared_for_test`]).
-pub fn shared(opts: impl FnOnce() -> GpuOptions) -> Option<&'static Gpu> {
-    Gpu::shared_for_test(opts)
-}
 
 /// Element values of a float view, widened to f64.
 pub fn values(view: &TensorView) -> Vec<f64> {

@@ -1,17 +1,13 @@
-//! Shared helpers for the vector tests: locating shared/, reading the vectors' arrays.
+//! Shared helpers for the vector tests: reading the vectors and their arrays.
 #![allow(dead_code)]
 
 use half::f16;
 use serde_json::Value;
+use testsupport::{DType, read_npy, testdata};
 use ulp::PyVal;
 
-#[path = "../../../testsupport/paths.rs"]
-mod paths;
-#[allow(unused_imports)]
-pub use paths::{manifest_dir, shared};
-
 pub fn vectors(name: &str) -> Value {
-    let path = shared().join("vectors/accuracy").join(name);
+    let path = testdata().join("vectors/accuracy").join(name);
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     serde_json::from_str(&text).expect("vector JSON")
 }
@@ -66,38 +62,6 @@ impl Owned {
     }
 }
 
-/// Minimal .npy v1/v2 reader (little-endian, C order) returning (descr, shape, payload).
-pub fn read_npy(path: &std::path::Path) -> (String, Vec<usize>, Vec<u8>) {
-    let bytes = std::fs::read(path).unwrap();
-    assert_eq!(&bytes[..6], b"\x93NUMPY");
-    let (hlen, start) = if bytes[6] == 1 {
-        (u16::from_le_bytes([bytes[8], bytes[9]]) as usize, 10)
-    } else {
-        (
-            u32::from_le_bytes([bytes[8], bytes[9], bytes[10], bytes[11]]) as usize,
-            12,
-        )
-    };
-    let header = std::str::from_utf8(&bytes[start..start + hlen]).unwrap();
-    let descr = header
-        .split("'descr':")
-        .nth(1)
-        .unwrap()
-        .split('\'')
-        .nth(1)
-        .unwrap()
-        .to_string();
-    assert!(!header.contains("'fortran_order': True"));
-    let shape_txt = header.split("'shape':").nth(1).unwrap();
-    let shape_txt = &shape_txt[shape_txt.find('(').unwrap() + 1..shape_txt.find(')').unwrap()];
-    let shape = shape_txt
-        .split(',')
-        .filter(|s| !s.trim().is_empty())
-        .map(|s| s.trim().parse().unwrap())
-        .collect();
-    (descr, shape, bytes[start + hlen..].to_vec())
-}
-
 /// Decodes an input array object; bfloat16 arrives as float32 values (as msprobe hands it to numpy).
 pub fn array(v: &Value) -> (Owned, Vec<usize>) {
     let dtype = v["dtype"].as_str().unwrap();
@@ -108,30 +72,30 @@ pub fn array(v: &Value) -> (Owned, Vec<usize>) {
         .map(|x| x.as_u64().unwrap() as usize)
         .collect();
     if let Some(rel) = v.get("npy").and_then(|p| p.as_str()) {
-        let (descr, npy_shape, raw) = read_npy(&shared().join("vectors/accuracy").join(rel));
+        let (descr, npy_shape, raw) = read_npy(&testdata().join("vectors/accuracy").join(rel));
         assert_eq!(npy_shape, shape);
-        let owned = match descr.as_str() {
-            "<f2" => Owned::F16(
+        let owned = match descr {
+            DType::F16 => Owned::F16(
                 raw.chunks_exact(2)
                     .map(|c| f16::from_le_bytes([c[0], c[1]]))
                     .collect(),
             ),
-            "<f4" => Owned::F32(
+            DType::F32 => Owned::F32(
                 raw.chunks_exact(4)
                     .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
                     .collect(),
             ),
-            "<f8" => Owned::F64(
+            DType::F64 => Owned::F64(
                 raw.chunks_exact(8)
                     .map(|c| f64::from_le_bytes(c.try_into().unwrap()))
                     .collect(),
             ),
-            "<u2" if dtype == "bfloat16" => Owned::F32(
+            DType::U16 if dtype == "bfloat16" => Owned::F32(
                 raw.chunks_exact(2)
                     .map(|c| f32::from_bits((u16::from_le_bytes([c[0], c[1]]) as u32) << 16))
                     .collect(),
             ),
-            other => panic!("npy descr {other}"),
+            other => panic!("npy dtype {other:?}"),
         };
         return (owned, shape);
     }
