@@ -2,7 +2,8 @@
 //! (so a loaded machine still gives a meaningful figure):
 //! `RAYON_NUM_THREADS=1 cargo run -p compare --release --example kernel_speed [MI_ELEMENTS]`.
 
-use compare::tensor::{ElemDtype, RawTensor, compare_tensors};
+use compare::tensor::compare_tensors;
+use dumpfmt::{DType, TensorView};
 
 fn cpu_seconds() -> f64 {
     #[cfg(unix)]
@@ -27,17 +28,12 @@ fn main() {
         .and_then(|s| s.parse().ok())
         .unwrap_or(16);
     let n = mi << 20;
-    for dt in [
-        ElemDtype::F32,
-        ElemDtype::BF16,
-        ElemDtype::F16,
-        ElemDtype::F64,
-    ] {
+    for dt in [DType::F32, DType::BF16, DType::F16, DType::F64] {
         let enc = |v: f32| -> Vec<u8> {
             match dt {
-                ElemDtype::F32 => v.to_le_bytes().to_vec(),
-                ElemDtype::BF16 => half::bf16::from_f32(v).to_le_bytes().to_vec(),
-                ElemDtype::F16 => half::f16::from_f32(v).to_le_bytes().to_vec(),
+                DType::F32 => v.to_le_bytes().to_vec(),
+                DType::BF16 => half::bf16::from_f32(v).to_le_bytes().to_vec(),
+                DType::F16 => half::f16::from_f32(v).to_le_bytes().to_vec(),
                 _ => f64::from(v).to_le_bytes().to_vec(),
             }
         };
@@ -48,18 +44,8 @@ fn main() {
         for _ in 0..3 {
             let (c0, t0) = (cpu_seconds(), std::time::Instant::now());
             let r = compare_tensors(
-                &RawTensor {
-                    dtype: dt,
-                    shape: &shape,
-                    bytes: &a,
-                    mapped: false,
-                },
-                &RawTensor {
-                    dtype: dt,
-                    shape: &shape,
-                    bytes: &b,
-                    mapped: false,
-                },
+                &TensorView::new(dt, &shape, &a).unwrap(),
+                &TensorView::new(dt, &shape, &b).unwrap(),
             );
             best_cpu = best_cpu.min(cpu_seconds() - c0);
             best_wall = best_wall.min(t0.elapsed().as_secs_f64());

@@ -10,11 +10,9 @@ use crate::error::{Error, Result};
 use crate::matching::{MatchOptions, match_rows};
 use crate::model::{Dump, Mode};
 use crate::stats_diff::PandasCompat;
-use crate::table::{
-    LoadedTensor, Progress, RowCache, Table, TableOptions, TensorSource, build, to_csv,
-};
-use crate::tensor::ElemDtype;
+use crate::table::{Progress, RowCache, Table, TableOptions, TensorSource, build, to_csv};
 use crate::tensor::TensorResult;
+use crate::tensor::gpu::Backend;
 
 /// Options of `numprobe compare`.
 #[derive(Clone, Debug, Default)]
@@ -47,6 +45,9 @@ pub struct CompareOptions {
     /// Reuse the tensor rows an interrupted run of the same comparison left in
     /// `out_dir/compare_progress.tsv` (tensor mode; the journal is always written).
     pub resume: bool,
+    /// Where tensor-mode metrics run (CPU, GPU, or the GPU for large pairs on a hardware
+    /// adapter); the run opens the GPU on first need and closes it at the end.
+    pub backend: Backend,
 }
 
 /// What a run produced.
@@ -315,6 +316,7 @@ pub fn run(opts: &CompareOptions, progress: &dyn Progress) -> Result<CompareOutc
             source: Some(&source),
             cache: Some(&journal),
             pandas: opts.pandas,
+            backend: opts.backend,
         },
         progress,
     )?;
@@ -358,47 +360,25 @@ pub struct DumpDirSource {
     pub bench_dir: PathBuf,
 }
 
-struct TensorBytes(dumpfmt::tensor::Tensor);
-
-impl AsRef<[u8]> for TensorBytes {
-    fn as_ref(&self) -> &[u8] {
-        self.0.bytes()
-    }
-}
-
-/// The element types the metrics read; others (complex, fp8, wide unsigned) are reported unreadable.
-pub fn elem_dtype(d: dumpfmt::DType) -> Option<ElemDtype> {
-    use dumpfmt::DType as D;
-    Some(match d {
-        D::Bool => ElemDtype::Bool,
-        D::U8 => ElemDtype::U8,
-        D::I8 => ElemDtype::I8,
-        D::I16 => ElemDtype::I16,
-        D::I32 => ElemDtype::I32,
-        D::I64 => ElemDtype::I64,
-        D::F16 => ElemDtype::F16,
-        D::BF16 => ElemDtype::BF16,
-        D::F32 => ElemDtype::F32,
-        D::F64 => ElemDtype::F64,
-        _ => return None,
-    })
-}
-
 impl TensorSource for DumpDirSource {
-    fn load(&self, npu: bool, data_name: &str) -> std::result::Result<LoadedTensor, String> {
+    /// Reads the file; dtypes the metrics do not read (complex, float8, wide unsigned) are
+    /// reported unreadable.
+    fn load(
+        &self,
+        npu: bool,
+        data_name: &str,
+    ) -> std::result::Result<dumpfmt::tensor::Tensor, String> {
         let dir = if npu { &self.npu_dir } else { &self.bench_dir };
         let path = dir.join(data_name);
         let t = dumpfmt::tensor::read_tensor(&path).map_err(|e| e.to_string())?;
-        let dtype = elem_dtype(t.dtype())
-            .ok_or_else(|| format!("{}: dtype {:?} is not compared", path.display(), t.dtype()))?;
-        let shape = t.shape().to_vec();
-        let mapped = t.is_mapped();
-        Ok(LoadedTensor {
-            dtype,
-            shape,
-            bytes: Box::new(TensorBytes(t)),
-            mapped,
-        })
+        if !crate::tensor::is_compared(t.dtype()) {
+            return Err(format!(
+                "{}: dtype {:?} is not compared",
+                path.display(),
+                t.dtype()
+            ));
+        }
+        Ok(t)
     }
 }
 

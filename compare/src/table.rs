@@ -8,7 +8,8 @@ use crate::judge::{Columns, RowVerdict, judge_group};
 use crate::matching::Pair;
 use crate::model::{Dump, Leaf, Mode};
 use crate::stats_diff::{PandasCompat, column_is_int, stat_diff};
-use crate::tensor::{METRIC_COLUMNS, NoMetrics, RawTensor, TensorResult, compare_tensors};
+use crate::tensor::gpu::{Backend, Engine};
+use crate::tensor::{METRIC_COLUMNS, NoMetrics, Operand, TensorResult, compare_operands_on};
 
 const BASIC: [&str; 8] = [
     "NPU Name",
@@ -65,19 +66,12 @@ pub fn header(mode: Mode, stack: bool) -> Vec<String> {
     h.into_iter().map(String::from).collect()
 }
 
-/// A loaded tensor file (bytes may be a memory map).
-pub struct LoadedTensor {
-    pub dtype: crate::tensor::ElemDtype,
-    pub shape: Vec<usize>,
-    pub bytes: Box<dyn AsRef<[u8]> + Send + Sync>,
-    /// `bytes` is a read-only file mapping (its pages may be released once compared).
-    pub mapped: bool,
-}
-
 /// Where tensor-mode rows get their tensors from.
 pub trait TensorSource: Sync {
-    /// Loads the tensor file `data_name` of the target (`npu == true`) or golden dump.
-    fn load(&self, npu: bool, data_name: &str) -> Result<LoadedTensor, String>;
+    /// Loads the tensor file `data_name` of the target (`npu == true`) or golden dump: read
+    /// with dumpfmt (a memory map, whose pages are released once compared) or built in memory
+    /// with [`dumpfmt::tensor::Tensor::from_vec`]. The error text lands in the row's message.
+    fn load(&self, npu: bool, data_name: &str) -> Result<dumpfmt::tensor::Tensor, String>;
 }
 
 /// Progress of the tensor-mode rows (drive a progress bar with it); `()` ignores it.
@@ -121,8 +115,13 @@ fn fill_na(c: &Cell) -> Cell {
     }
 }
 
-/// Computes the metrics of one tensor-mode row.
-pub fn tensor_row(npu: &Leaf, bench: Option<&Leaf>, source: &dyn TensorSource) -> TensorResult {
+/// Computes the metrics of one tensor-mode row on `engine`.
+pub fn tensor_row(
+    npu: &Leaf,
+    bench: Option<&Leaf>,
+    source: &dyn TensorSource,
+    engine: &Engine,
+) -> TensorResult {
     if npu.data_name == "-1" {
         return TensorResult::no_metrics(NoMetrics::NpuNoData, "");
     }
@@ -140,20 +139,13 @@ pub fn tensor_row(npu: &Leaf, bench: Option<&Leaf>, source: &dyn TensorSource) -
         Ok(t) => t,
         Err(e) => return TensorResult::no_metrics(NoMetrics::ReadFailed, &e),
     };
-    compare_tensors(
-        &RawTensor {
-            dtype: n.dtype,
-            shape: &n.shape,
-            bytes: (*n.bytes).as_ref(),
-            mapped: n.mapped,
-        },
-        &RawTensor {
-            dtype: b.dtype,
-            shape: &b.shape,
-            bytes: (*b.bytes).as_ref(),
-            mapped: b.mapped,
-        },
-    )
+    fn operand(t: &dumpfmt::tensor::Tensor) -> Operand<'_> {
+        Operand {
+            view: t.view(),
+            mapped: t.is_mapped(),
+        }
+    }
+    compare_operands_on(&operand(&n), &operand(&b), engine)
 }
 
 /// How the table is filled beyond the pairing.
@@ -164,6 +156,9 @@ pub struct TableOptions<'a> {
     /// Finished rows of an interrupted run, and where new ones are recorded.
     pub cache: Option<&'a dyn RowCache>,
     pub pandas: PandasCompat,
+    /// Where the tensor metrics run; a GPU is opened on first need and closed when the table
+    /// is built.
+    pub backend: Backend,
 }
 
 /// Builds the table for matched pairs, reporting tensor-row progress to `progress`.
@@ -184,6 +179,7 @@ pub fn build(
     let tensor_results: Vec<TensorResult> = if mode == Mode::Tensor {
         match source {
             Some(src) => {
+                let engine = Engine::new(topts.backend);
                 progress.start(pairs.len());
                 pairs
                     .par_iter()
@@ -195,7 +191,7 @@ pub fn build(
                             _ => None,
                         };
                         let r = cached.unwrap_or_else(|| {
-                            let r = tensor_row(n, b, src);
+                            let r = tensor_row(n, b, src, &engine);
                             if let (Some(c), Some((kn, kb))) = (cache, key) {
                                 c.put(kn, kb, &r);
                             }

@@ -1,112 +1,112 @@
 //! Tensor mode: msprobe's validation chain and its six metrics (spec 5.2), computed in one
 //! pass over the two tensors' bytes, chunked and merged so any size streams on all cores.
+//!
+//! The tensors come as [`TensorView`]s; [`compare_tensors`] runs on the CPU,
+//! [`compare_tensors_on`] on the backend of an [`Engine`].
 
 /// Where the metrics run (CPU, or the GPU with feature `gpu`).
 pub mod gpu;
 
-use half::{bf16, f16};
+pub use gpu::Engine;
+
+use half::f16;
+use half::slice::HalfFloatSliceExt;
+use numprobe_tensor::{DType, TensorView, bf16};
 use rayon::prelude::*;
 
 use crate::cell::Cell;
 use crate::pyfmt::{fmt12, round_places};
 
-/// Element types of the tensor files.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ElemDtype {
-    F16,
-    BF16,
-    F32,
-    F64,
-    I8,
-    I16,
-    I32,
-    I64,
-    U8,
-    Bool,
+/// Whether the metrics read tensors of `dtype`: bool, the signed integers, uint8 and the real
+/// floats but float8, the dtypes msprobe's numpy path computes on. Files of the others
+/// (complex, float8, wider unsigned) are reported unreadable.
+pub fn is_compared(dtype: DType) -> bool {
+    matches!(
+        dtype,
+        DType::Bool
+            | DType::U8
+            | DType::I8
+            | DType::I16
+            | DType::I32
+            | DType::I64
+            | DType::F16
+            | DType::BF16
+            | DType::F32
+            | DType::F64
+    )
 }
 
-impl ElemDtype {
-    pub fn size(self) -> usize {
-        match self {
-            ElemDtype::I8 | ElemDtype::U8 | ElemDtype::Bool => 1,
-            ElemDtype::F16 | ElemDtype::BF16 | ElemDtype::I16 => 2,
-            ElemDtype::F32 | ElemDtype::I32 => 4,
-            ElemDtype::F64 | ElemDtype::I64 => 8,
-        }
-    }
-
-    /// The numpy dtype msprobe computes on: bf16 is converted to fp32 when the file is read.
-    fn kind(self) -> Kind {
-        match self {
-            ElemDtype::F16 => Kind::F16,
-            ElemDtype::BF16 | ElemDtype::F32 => Kind::F32,
-            ElemDtype::F64 => Kind::F64,
-            ElemDtype::Bool => Kind::Bool,
-            _ => Kind::Int,
-        }
+/// The numpy dtype msprobe computes on for a tensor stored as `dtype`: bfloat16 becomes
+/// float32 when the file is read (numpy has no bfloat16); every other dtype stays.
+fn numpy_dtype(dtype: DType) -> DType {
+    if dtype == DType::BF16 {
+        DType::F32
+    } else {
+        dtype
     }
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-enum Kind {
-    Bool,
-    Int,
-    F16,
-    F32,
-    F64,
-}
-
-impl Kind {
-    fn is_float(self) -> bool {
-        matches!(self, Kind::F16 | Kind::F32 | Kind::F64)
-    }
-}
-
-/// A tensor as stored: dtype, shape (before squeeze) and C-order little-endian bytes.
+/// A tensor the metrics read: the view, and whether its bytes are a read-only file mapping,
+/// whose pages already compared may be handed back to the kernel (resident memory stays
+/// bounded on tensors far larger than RAM).
 #[derive(Clone, Copy, Debug)]
-pub struct RawTensor<'a> {
-    pub dtype: ElemDtype,
-    pub shape: &'a [usize],
-    pub bytes: &'a [u8],
-    /// The bytes are a read-only file mapping: pages already compared may be handed back to
-    /// the kernel (resident memory stays bounded on tensors far larger than RAM).
-    pub mapped: bool,
+pub(crate) struct Operand<'a> {
+    pub(crate) view: TensorView<'a>,
+    pub(crate) mapped: bool,
 }
 
-impl RawTensor<'_> {
-    pub fn numel(&self) -> usize {
-        self.bytes.len() / self.dtype.size()
+impl<'a> Operand<'a> {
+    /// A tensor in ordinary memory.
+    pub(crate) fn in_memory(view: TensorView<'a>) -> Operand<'a> {
+        Operand {
+            view,
+            mapped: false,
+        }
+    }
+
+    fn dtype(&self) -> DType {
+        self.view.dtype()
+    }
+
+    fn bytes(&self) -> &'a [u8] {
+        self.view.bytes()
+    }
+
+    fn numel(&self) -> usize {
+        self.view.numel()
     }
 
     /// Element `i` as f64 (exact for every float type; ints as numpy's `astype(float)`).
+    /// Reads bytes, so a hand-made file's unaligned payload reads too.
     #[inline]
     fn get(&self, i: usize) -> f64 {
-        let s = self.dtype.size();
-        let b = &self.bytes[i * s..i * s + s];
-        match self.dtype {
-            ElemDtype::F16 => f16::from_le_bytes([b[0], b[1]]).to_f64(),
-            ElemDtype::BF16 => bf16::from_le_bytes([b[0], b[1]]).to_f64(),
-            ElemDtype::F32 => f32::from_le_bytes(b.try_into().unwrap()) as f64,
-            ElemDtype::F64 => f64::from_le_bytes(b.try_into().unwrap()),
-            ElemDtype::I8 => b[0] as i8 as f64,
-            ElemDtype::U8 => b[0] as f64,
-            ElemDtype::Bool => (b[0] != 0) as u8 as f64,
-            ElemDtype::I16 => i16::from_le_bytes([b[0], b[1]]) as f64,
-            ElemDtype::I32 => i32::from_le_bytes(b.try_into().unwrap()) as f64,
-            ElemDtype::I64 => i64::from_le_bytes(b.try_into().unwrap()) as f64,
+        let s = self.dtype().size();
+        let b = &self.bytes()[i * s..i * s + s];
+        match self.dtype() {
+            DType::F16 => f16::from_le_bytes([b[0], b[1]]).to_f64(),
+            DType::BF16 => bf16::from_le_bytes([b[0], b[1]]).to_f64(),
+            DType::F32 => f32::from_le_bytes(b.try_into().unwrap()) as f64,
+            DType::F64 => f64::from_le_bytes(b.try_into().unwrap()),
+            DType::I8 => b[0] as i8 as f64,
+            DType::U8 => b[0] as f64,
+            DType::Bool => (b[0] != 0) as u8 as f64,
+            DType::I16 => i16::from_le_bytes([b[0], b[1]]) as f64,
+            DType::I32 => i32::from_le_bytes(b.try_into().unwrap()) as f64,
+            DType::I64 => i64::from_le_bytes(b.try_into().unwrap()) as f64,
+            other => unreachable!("{other:?} is not compared (checked by is_compared)"),
         }
     }
 
     fn get_i64(&self, i: usize) -> i64 {
-        let s = self.dtype.size();
-        let b = &self.bytes[i * s..i * s + s];
-        match self.dtype {
-            ElemDtype::I8 => b[0] as i8 as i64,
-            ElemDtype::U8 => b[0] as i64,
-            ElemDtype::Bool => (b[0] != 0) as i64,
-            ElemDtype::I16 => i16::from_le_bytes([b[0], b[1]]) as i64,
-            ElemDtype::I32 => i32::from_le_bytes(b.try_into().unwrap()) as i64,
-            ElemDtype::I64 => i64::from_le_bytes(b.try_into().unwrap()),
+        let s = self.dtype().size();
+        let b = &self.bytes()[i * s..i * s + s];
+        match self.dtype() {
+            DType::I8 => b[0] as i8 as i64,
+            DType::U8 => b[0] as i64,
+            DType::Bool => (b[0] != 0) as i64,
+            DType::I16 => i16::from_le_bytes([b[0], b[1]]) as i64,
+            DType::I32 => i32::from_le_bytes(b.try_into().unwrap()) as i64,
+            DType::I64 => i64::from_le_bytes(b.try_into().unwrap()),
             _ => self.get(i) as i64,
         }
     }
@@ -251,31 +251,30 @@ fn rel_err(x: f64, y: f64, in_f32: bool) -> f64 {
 
 /// Decodes elements `range` of `t` into `out` as f64 (typed loops the compiler vectorizes).
 #[inline(always)]
-fn decode(t: &RawTensor, range: std::ops::Range<usize>, out: &mut Vec<f64>) {
+fn decode(t: &Operand, range: std::ops::Range<usize>, out: &mut Vec<f64>) {
     out.clear();
-    let sz = t.dtype.size();
-    let bytes = &t.bytes[range.start * sz..range.end * sz];
-    match t.dtype {
-        ElemDtype::F32 => out.extend(
+    let sz = t.dtype().size();
+    let bytes = &t.bytes()[range.start * sz..range.end * sz];
+    match t.dtype() {
+        DType::F32 => out.extend(
             bytes
                 .chunks_exact(4)
                 .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]) as f64),
         ),
-        ElemDtype::F64 => out.extend(
+        DType::F64 => out.extend(
             bytes
                 .chunks_exact(8)
                 .map(|c| f64::from_le_bytes(c.try_into().unwrap())),
         ),
-        ElemDtype::F16 => out.extend(
+        DType::F16 => out.extend(
             bytes
                 .chunks_exact(2)
                 .map(|c| f16::from_le_bytes([c[0], c[1]]).to_f64()),
         ),
-        // bf16 is the top half of an f32.
-        ElemDtype::BF16 => out.extend(
+        DType::BF16 => out.extend(
             bytes
                 .chunks_exact(2)
-                .map(|c| f32::from_bits(u32::from(u16::from_le_bytes([c[0], c[1]])) << 16) as f64),
+                .map(|c| bf16::from_le_bytes([c[0], c[1]]).to_f64()),
         ),
         _ => out.extend(range.map(|i| t.get(i))),
     }
@@ -284,17 +283,17 @@ fn decode(t: &RawTensor, range: std::ops::Range<usize>, out: &mut Vec<f64>) {
 /// Hands the pages of elements `range` of a mapped tensor back to the kernel; they are never
 /// read again (each file is read once). Only whole pages inside the range are released.
 #[inline(always)]
-fn release(t: &RawTensor, range: std::ops::Range<usize>) {
+fn release(t: &Operand, range: std::ops::Range<usize>) {
     #[cfg(unix)]
     {
         const MIN_RELEASE: usize = 1 << 20;
-        let sz = t.dtype.size();
+        let sz = t.dtype().size();
         if !t.mapped || (range.end - range.start) * sz < MIN_RELEASE {
             return;
         }
         let page = 4096usize;
-        let start = t.bytes.as_ptr() as usize + range.start * sz;
-        let end = t.bytes.as_ptr() as usize + range.end * sz;
+        let start = t.bytes().as_ptr() as usize + range.start * sz;
+        let end = t.bytes().as_ptr() as usize + range.end * sz;
         let (a, b) = (start.div_ceil(page) * page, end / page * page);
         if b > a {
             // SAFETY: [a, b) lies inside a read-only file mapping that is not written; after
@@ -382,12 +381,7 @@ fn finite_partial<const F32: bool>(x: &[f64], y: &[f64]) -> Partial {
     }
 }
 
-fn chunk_partial(
-    n: &RawTensor,
-    b: &RawTensor,
-    range: std::ops::Range<usize>,
-    in_f32: bool,
-) -> Partial {
+fn chunk_partial(n: &Operand, b: &Operand, range: std::ops::Range<usize>, in_f32: bool) -> Partial {
     #[cfg(target_arch = "x86_64")]
     {
         if std::arch::is_x86_feature_detected!("avx2")
@@ -405,8 +399,8 @@ fn chunk_partial(
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,f16c")]
 unsafe fn chunk_partial_avx2(
-    n: &RawTensor,
-    b: &RawTensor,
+    n: &Operand,
+    b: &Operand,
     range: std::ops::Range<usize>,
     in_f32: bool,
 ) -> Partial {
@@ -415,8 +409,8 @@ unsafe fn chunk_partial_avx2(
 
 #[inline(always)]
 fn chunk_partial_impl<const F16C: bool>(
-    n: &RawTensor,
-    b: &RawTensor,
+    n: &Operand,
+    b: &Operand,
     range: std::ops::Range<usize>,
     in_f32: bool,
 ) -> Partial {
@@ -424,20 +418,21 @@ fn chunk_partial_impl<const F16C: bool>(
         return chunk_partial_f32::<F16C>(n, b, range);
     }
     thread_local! {
-        static BUF: std::cell::RefCell<(Vec<f64>, Vec<f64>)> = const { std::cell::RefCell::new((Vec::new(), Vec::new())) };
+        static BUF: std::cell::Cell<(Vec<f64>, Vec<f64>)> = const { std::cell::Cell::new((Vec::new(), Vec::new())) };
     }
-    BUF.with(|buf| {
-        let (x, y) = &mut *buf.borrow_mut();
-        decode(n, range.clone(), x);
-        decode(b, range.clone(), y);
-        release(n, range.clone());
-        release(b, range);
-        let (any_invalid, mask_mismatch) = zero_invalid(x, y);
-        let mut p = finite_partial::<false>(x, y);
-        p.any_invalid = any_invalid;
-        p.mask_mismatch = mask_mismatch;
-        p
-    })
+    // The buffers are taken out of the thread-local and put back, so that the work stays in
+    // this function (inlined, with its target features) rather than in a closure.
+    let (mut x, mut y) = BUF.take();
+    decode(n, range.clone(), &mut x);
+    decode(b, range.clone(), &mut y);
+    release(n, range.clone());
+    release(b, range);
+    let (any_invalid, mask_mismatch) = zero_invalid(&mut x, &mut y);
+    let mut p = finite_partial::<false>(&x, &y);
+    p.any_invalid = any_invalid;
+    p.mask_mismatch = mask_mismatch;
+    BUF.set((x, y));
+    p
 }
 
 /// msprobe zeroes inf/nan at identical positions (and gives up when they differ): returns
@@ -501,16 +496,20 @@ impl FloatBits for f32 {
 /// and the metric loop.
 const SUB: usize = 2048;
 
-/// Decodes the elements in `bytes` of an fp16/bf16/fp32 tensor into `out` as f32 (exact).
+/// Decodes the elements in `bytes` of an fp16/bf16/fp32 tensor into `out` as f32 (exact;
+/// `out` holds `bytes.len() / dtype.size()` values). With `F16C` (a caller compiled for and
+/// dispatched on a CPU with AVX2 and F16C) fp16 goes through [`decode_f16_f16c`]; otherwise
+/// through half's slice conversion, or element by element where the bytes are not aligned for
+/// `f16` (a hand-made file). Every way gives the same values.
 #[inline(always)]
-fn decode_f32<const F16C: bool>(dtype: ElemDtype, bytes: &[u8], out: &mut [f32]) {
+fn decode_f32<const F16C: bool>(dtype: DType, bytes: &[u8], out: &mut [f32]) {
     match dtype {
-        ElemDtype::F32 => {
+        DType::F32 => {
             for (o, c) in out.iter_mut().zip(bytes.chunks_exact(4)) {
                 *o = f32::from_le_bytes([c[0], c[1], c[2], c[3]]);
             }
         }
-        ElemDtype::F16 => {
+        DType::F16 => {
             #[cfg(target_arch = "x86_64")]
             if F16C {
                 // SAFETY: F16C is only requested by the caller compiled for (and dispatched
@@ -518,12 +517,19 @@ fn decode_f32<const F16C: bool>(dtype: ElemDtype, bytes: &[u8], out: &mut [f32])
                 unsafe { decode_f16_f16c(bytes, out) };
                 return;
             }
-            for (o, c) in out.iter_mut().zip(bytes.chunks_exact(2)) {
-                *o = f16::from_le_bytes([c[0], c[1]]).to_f32();
+            match bytemuck::try_cast_slice::<u8, f16>(bytes) {
+                Ok(h) => h.convert_to_f32_slice(out),
+                Err(_) => {
+                    for (o, c) in out.iter_mut().zip(bytes.chunks_exact(2)) {
+                        *o = f16::from_le_bytes([c[0], c[1]]).to_f32();
+                    }
+                }
             }
         }
-        // bf16 is the top half of an f32.
-        ElemDtype::BF16 => {
+        // bf16 is the top half of an f32. (half's conversion also sets the quiet bit of a NaN,
+        // a per-element select that costs a tenth of this pass; msprobe zeroes NaNs, so their
+        // payload never shows.)
+        DType::BF16 => {
             for (o, c) in out.iter_mut().zip(bytes.chunks_exact(2)) {
                 *o = f32::from_bits(u32::from(u16::from_le_bytes([c[0], c[1]])) << 16);
             }
@@ -532,7 +538,10 @@ fn decode_f32<const F16C: bool>(dtype: ElemDtype, bytes: &[u8], out: &mut [f32])
     }
 }
 
-/// fp16 → f32 with the F16C instruction, 8 values at a time (exact, like any conversion).
+/// fp16 → f32 with the F16C instruction, 8 values at a time, inlined into the AVX2 kernel.
+/// half's slice conversion runs the same instruction but calls it per 8 values from a function
+/// that cannot inline it, which makes this pass a fifth slower on fp16 pairs; the test
+/// `fp16_and_bf16_decode_exactly_on_every_path` checks this against half for every bit pattern.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,f16c")]
 #[inline]
@@ -559,8 +568,8 @@ unsafe fn decode_f16_f16c(bytes: &[u8], out: &mut [f32]) {
 /// the lane accumulators run across blocks, so the summation order is that of one pass.
 #[inline(always)]
 fn chunk_partial_f32<const F16C: bool>(
-    n: &RawTensor,
-    b: &RawTensor,
+    n: &Operand,
+    b: &Operand,
     range: std::ops::Range<usize>,
 ) -> Partial {
     let (t1, t5) = (0.001f32, 0.005f32);
@@ -591,7 +600,7 @@ fn chunk_partial_f32<const F16C: bool>(
         c1[k] += (r < t1) as u32;
         c5[k] += (r < t5) as u32;
     };
-    let (nsz, bsz) = (n.dtype.size(), b.dtype.size());
+    let (nsz, bsz) = (n.dtype().size(), b.dtype().size());
     let mut xbuf = [0.0f32; SUB];
     let mut ybuf = [0.0f32; SUB];
     let mut start = range.start;
@@ -599,8 +608,8 @@ fn chunk_partial_f32<const F16C: bool>(
         let end = (start + SUB).min(range.end);
         let len = end - start;
         let (x, y) = (&mut xbuf[..len], &mut ybuf[..len]);
-        decode_f32::<F16C>(n.dtype, &n.bytes[start * nsz..end * nsz], x);
-        decode_f32::<F16C>(b.dtype, &b.bytes[start * bsz..end * bsz], y);
+        decode_f32::<F16C>(n.dtype(), &n.bytes()[start * nsz..end * nsz], x);
+        decode_f32::<F16C>(b.dtype(), &b.bytes()[start * bsz..end * bsz], y);
         // Branch-free inf/nan test (an early-exit `all` runs one element at a time): the
         // largest magnitude bit pattern is inf or nan exactly when some element is.
         let max_mag = x
@@ -651,52 +660,58 @@ fn chunk_partial_f32<const F16C: bool>(
     }
 }
 
-/// Runs msprobe's validation chain and metrics on one tensor pair, on the backend set by
-/// [`gpu::set_tensor_backend`].
-pub fn compare_tensors(n: &RawTensor, b: &RawTensor) -> TensorResult {
-    compare_tensors_on(n, b, gpu::tensor_backend())
+/// Runs msprobe's validation chain and metrics on one tensor pair (NPU `n`, bench `b`) on the
+/// CPU. Either tensor of a dtype that is not [`is_compared`] gives an `unsupported` row.
+pub fn compare_tensors(n: &TensorView, b: &TensorView) -> TensorResult {
+    compare_tensors_with(&Operand::in_memory(*n), &Operand::in_memory(*b), |_| None)
 }
 
-/// As [`compare_tensors`] on a given backend: the GPU (when built with feature `gpu` and the
-/// pair suits it) gathers the partial results; the cells are decided the same way.
-pub fn compare_tensors_on(
-    n: &RawTensor,
-    b: &RawTensor,
-    backend: gpu::TensorBackend,
-) -> TensorResult {
-    let partial = |in_f32: bool| {
-        if in_f32 && backend != gpu::TensorBackend::Cpu {
-            gpu::gpu_partial(n, b, backend)
-        } else {
-            None
-        }
-    };
-    compare_tensors_with(n, b, partial)
+/// As [`compare_tensors`] on the backend of `engine`: the GPU (when built with feature `gpu`
+/// and the pair suits it) gathers the partial results; the cells are decided the same way.
+pub fn compare_tensors_on(n: &TensorView, b: &TensorView, engine: &Engine) -> TensorResult {
+    compare_operands_on(&Operand::in_memory(*n), &Operand::in_memory(*b), engine)
+}
+
+/// [`compare_tensors_on`] for tensors that may be file mappings.
+pub(crate) fn compare_operands_on(n: &Operand, b: &Operand, engine: &Engine) -> TensorResult {
+    compare_tensors_with(n, b, |in_f32: bool| {
+        in_f32.then(|| engine.gpu_partial(n, b)).flatten()
+    })
 }
 
 /// As [`compare_tensors`] on the given Gpu with `chunk_elems` per chunk (tests: many chunks on
 /// little data); pairs the GPU does not take run on the CPU.
 #[cfg(feature = "gpu")]
 pub fn compare_tensors_gpu(
-    n: &RawTensor,
-    b: &RawTensor,
+    n: &TensorView,
+    b: &TensorView,
     gpu: &stats_gpu::gpu::Gpu,
     chunk_elems: usize,
 ) -> TensorResult {
-    compare_tensors_with(n, b, |in_f32: bool| {
+    let (n, b) = (Operand::in_memory(*n), Operand::in_memory(*b));
+    compare_tensors_with(&n, &b, |in_f32: bool| {
         in_f32
-            .then(|| gpu::gpu_partial_with(n, b, gpu, chunk_elems))
+            .then(|| gpu::gpu_partial_with(&n, &b, gpu, chunk_elems))
             .flatten()
     })
 }
 
 fn compare_tensors_with(
-    n: &RawTensor,
-    b: &RawTensor,
+    n: &Operand,
+    b: &Operand,
     gpu: impl FnOnce(bool) -> Option<Partial>,
 ) -> TensorResult {
-    let n_shape = squeeze(n.shape);
-    let b_shape = squeeze(b.shape);
+    let (nd, bd) = (n.dtype(), b.dtype());
+    if !is_compared(nd) || !is_compared(bd) {
+        let d = if is_compared(nd) { bd } else { nd };
+        return TensorResult::filled(
+            "unsupported",
+            &format!("Dtype {d:?} is not compared."),
+            true,
+        );
+    }
+    let n_shape = squeeze(n.view.shape());
+    let b_shape = squeeze(b.view.shape());
     let numel = n.numel();
     if numel == 0 {
         return TensorResult::filled("unsupported", "This is empty data, can not compare.", true);
@@ -708,13 +723,14 @@ fn compare_tensors_with(
             true,
         );
     }
-    let (nk, bk) = (n.dtype.kind(), b.dtype.kind());
     if n_shape.is_empty() {
-        return scalar_metrics(n, b, nk, bk);
+        return scalar_metrics(n, b);
     }
 
-    // result_type(n, b, float32) after ints/bools became fp64.
-    let in_f32 = nk.is_float() && bk.is_float() && nk.max(bk) <= Kind::F32;
+    // result_type(n, b, float32) after ints/bools became fp64: float32 when both are fp16 or
+    // fp32 in numpy.
+    let f16_or_f32 = |d: DType| matches!(numpy_dtype(d), DType::F16 | DType::F32);
+    let in_f32 = f16_or_f32(nd) && f16_or_f32(bd);
     let p = gpu(in_f32).unwrap_or_else(|| {
         (0..numel.div_ceil(CHUNK))
             .into_par_iter()
@@ -733,14 +749,7 @@ fn compare_tensors_with(
     }
     let mut msg = String::new();
     // bf16 became fp32 when read, so bf16 against fp32 is the same numpy dtype.
-    let np_dtype = |d: ElemDtype| {
-        if d == ElemDtype::BF16 {
-            ElemDtype::F32
-        } else {
-            d
-        }
-    };
-    if np_dtype(n.dtype) != np_dtype(b.dtype) {
+    if numpy_dtype(nd) != numpy_dtype(bd) {
         msg.push_str("Dtype of NPU and bench tensor do not match.");
     }
 
@@ -801,18 +810,10 @@ fn compare_tensors_with(
     }
 }
 
-/// Round an f64 to the precision of a numpy kind (the 0-d path computes in the native dtype).
-fn to_kind(x: f64, k: Kind) -> f64 {
-    match k {
-        Kind::F16 => f16::from_f64(x).to_f64(),
-        Kind::F32 => x as f32 as f64,
-        _ => x,
-    }
-}
-
 /// 0-d tensors: only MaxAbsErr and MaxRelativeErr run, in the native dtype (numpy 1.x
 /// value-based casting computes the relative error in fp32).
-fn scalar_metrics(n: &RawTensor, b: &RawTensor, nk: Kind, bk: Kind) -> TensorResult {
+fn scalar_metrics(n: &Operand, b: &Operand) -> TensorResult {
+    let (nd, bd) = (n.dtype(), b.dtype());
     let mut values: [Cell; 6] = std::array::from_fn(|_| Cell::s("unsupported"));
     let mut msg = String::from(
         "This is type of 0-d tensor, can not calculate 'Cosine', 'EucDist', 'One Thousandth Err Ratio' and 'Five Thousandths Err Ratio'. ",
@@ -821,16 +822,21 @@ fn scalar_metrics(n: &RawTensor, b: &RawTensor, nk: Kind, bk: Kind) -> TensorRes
     let mut alg = String::new();
     alg.push_str(ERR_SCALAR);
     alg.push_str(ERR_SCALAR);
-    let max_abs = if nk == Kind::Int && bk == Kind::Int {
+    let max_abs = if nd.is_int() && bd.is_int() {
         (n.get_i64(0).wrapping_sub(b.get_i64(0))).unsigned_abs() as f64
     } else {
-        let k = nk.max(bk).max(Kind::F16);
-        let k = if nk == Kind::Bool && bk == Kind::Bool {
-            Kind::F64
+        // The difference in numpy's dtype: the wider float of the two, at least float16
+        // (ints and bool count below float16), and float64 for two bools.
+        let either = |d: DType| numpy_dtype(nd) == d || numpy_dtype(bd) == d;
+        let diff = x - y;
+        let diff = if either(DType::F64) || (nd == DType::Bool && bd == DType::Bool) {
+            diff
+        } else if either(DType::F32) {
+            diff as f32 as f64
         } else {
-            k
+            f16::from_f64(diff).to_f64()
         };
-        to_kind(x - y, k).abs()
+        diff.abs()
     };
     values[2] = if max_abs.is_nan() {
         alg.push_str("Cannot compare by MaxAbsError, the data contains nan/inf/-inf in dump data.");
@@ -861,14 +867,9 @@ fn scalar_metrics(n: &RawTensor, b: &RawTensor, nk: Kind, bk: Kind) -> TensorRes
 mod tests {
     use super::*;
 
-    /// An in-memory (not mapped) tensor over `bytes`.
-    fn raw<'a>(dtype: ElemDtype, shape: &'a [usize], bytes: &'a [u8]) -> RawTensor<'a> {
-        RawTensor {
-            dtype,
-            shape,
-            bytes,
-            mapped: false,
-        }
+    /// A view of `bytes`.
+    fn view<'a>(dtype: DType, shape: &'a [usize], bytes: &'a [u8]) -> TensorView<'a> {
+        TensorView::new(dtype, shape, bytes).unwrap()
     }
 
     fn bytes_f32(v: &[f32]) -> Vec<u8> {
@@ -932,8 +933,8 @@ mod tests {
         let shape = [len];
         let (xb, yb) = (bytes_f32(&x), bytes_f32(&y));
         let got = compare_tensors(
-            &raw(ElemDtype::F32, &shape, &xb),
-            &raw(ElemDtype::F32, &shape, &yb),
+            &view(DType::F32, &shape, &xb),
+            &view(DType::F32, &shape, &yb),
         );
         let want = reference(&x, &y);
         let Cell::Float(cos) = got.values[0] else {
@@ -953,8 +954,8 @@ mod tests {
         y[3 * CHUNK + 3] = f32::NAN;
         let yb = bytes_f32(&y);
         let got = compare_tensors(
-            &raw(ElemDtype::F32, &shape, &xb),
-            &raw(ElemDtype::F32, &shape, &yb),
+            &view(DType::F32, &shape, &xb),
+            &view(DType::F32, &shape, &yb),
         );
         assert_eq!(got.values[0], Cell::s("N/A"));
         assert!(got.error_flag);
@@ -975,11 +976,73 @@ mod tests {
         ]
     }
 
-    /// The F16C decode gives half's values for every fp16 bit pattern, and the AVX2/F16C
-    /// kernel gives bit-identical partials to the portable one (fp16, bf16, mixed with fp32).
+    /// Every fp16 and bf16 bit pattern decodes to its exact f32 (subnormals included; NaN
+    /// stays NaN, its payload aside) on every path: half's slice conversion on aligned bytes,
+    /// element by element on unaligned ones, the F16C loop of the AVX2 kernel, and the f64
+    /// decode of the wide path.
+    #[test]
+    fn fp16_and_bf16_decode_exactly_on_every_path() {
+        let words: Vec<u16> = (0..=u16::MAX).collect();
+        let aligned: &[u8] = bytemuck::cast_slice(&words);
+        // One byte in: odd addresses, so the bytes cannot be cast to a 2-byte type.
+        let mut padded = vec![0u8; aligned.len() + 1];
+        padded[1..].copy_from_slice(aligned);
+        let unaligned = &padded[1..];
+        assert!(bytemuck::try_cast_slice::<u8, f16>(unaligned).is_err());
+        for dt in [DType::F16, DType::BF16] {
+            let want = |v: u16| match dt {
+                DType::F16 => f16::from_bits(v).to_f32(),
+                // bf16 is the top half of an f32.
+                _ => f32::from_bits(u32::from(v) << 16),
+            };
+            for bytes in [aligned, unaligned] {
+                let mut portable = vec![0.0f32; 1 << 16];
+                decode_f32::<false>(dt, bytes, &mut portable);
+                let mut paths = vec![portable];
+                #[cfg(target_arch = "x86_64")]
+                if std::arch::is_x86_feature_detected!("avx2")
+                    && std::arch::is_x86_feature_detected!("f16c")
+                {
+                    let mut fast = vec![0.0f32; 1 << 16];
+                    // SAFETY: the CPU supports AVX2 and F16C (checked just above).
+                    unsafe { decode_avx2(dt, bytes, &mut fast) };
+                    paths.push(fast);
+                }
+                for got in &paths {
+                    for (&v, g) in words.iter().zip(got) {
+                        let w = want(v);
+                        assert!(
+                            w.to_bits() == g.to_bits() || (w.is_nan() && g.is_nan()),
+                            "{dt:?} {v:#06x}: {g} vs {w}"
+                        );
+                    }
+                }
+                let mut wide = Vec::new();
+                let t = Operand::in_memory(view(dt, &[1 << 16], bytes));
+                decode(&t, 0..1 << 16, &mut wide);
+                for (&v, g) in words.iter().zip(&wide) {
+                    let w = f64::from(want(v));
+                    assert!(
+                        w.to_bits() == g.to_bits() || (w.is_nan() && g.is_nan()),
+                        "{dt:?} {v:#06x} as f64: {g} vs {w}"
+                    );
+                }
+            }
+        }
+    }
+
+    /// [`decode_f32`] as the AVX2/F16C kernel runs it.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2,f16c")]
+    unsafe fn decode_avx2(dtype: DType, bytes: &[u8], out: &mut [f32]) {
+        decode_f32::<true>(dtype, bytes, out)
+    }
+
+    /// The AVX2/F16C kernel gives bit-identical partials to the portable one (fp16, bf16,
+    /// mixed with fp32).
     #[cfg(target_arch = "x86_64")]
     #[test]
-    fn f16c_kernel_matches_portable_kernel() {
+    fn avx2_kernel_matches_portable_kernel() {
         if !(std::arch::is_x86_feature_detected!("avx2")
             && std::arch::is_x86_feature_detected!("f16c"))
         {
@@ -987,16 +1050,7 @@ mod tests {
             return;
         }
         let all: Vec<u8> = (0..=u16::MAX).flat_map(|v| v.to_le_bytes()).collect();
-        let mut fast = vec![0.0f32; 1 << 16];
-        // SAFETY: the CPU supports AVX2 and F16C (checked above).
-        unsafe { decode_f16_f16c(&all, &mut fast) };
-        for (v, got) in (0..=u16::MAX).zip(&fast) {
-            let want = f16::from_bits(v).to_f32();
-            assert!(
-                want.to_bits() == got.to_bits() || (want.is_nan() && got.is_nan()),
-                "fp16 {v:#06x}: {got} vs {want}"
-            );
-        }
+        let fast: Vec<f32> = (0..=u16::MAX).map(|v| f16::from_bits(v).to_f32()).collect();
 
         // Partner tensors: every pattern's neighbour (mismatched inf/nan), and a perturbed copy
         // with inf/nan kept in place (matched; zero denominators and subnormals included).
@@ -1018,18 +1072,9 @@ mod tests {
             .flat_map(|v| (v * 1.0005).to_le_bytes())
             .collect();
         let shape = [1usize << 16];
-        let t = |dtype, bytes| RawTensor {
-            dtype,
-            shape: &shape,
-            bytes,
-            mapped: false,
-        };
-        for dt in [ElemDtype::F16, ElemDtype::BF16] {
-            let others = [
-                t(dt, &shifted),
-                t(dt, &matched),
-                t(ElemDtype::F32, &f32_bytes),
-            ];
+        let t = |dtype, bytes| Operand::in_memory(view(dtype, &shape, bytes));
+        for dt in [DType::F16, DType::BF16] {
+            let others = [t(dt, &shifted), t(dt, &matched), t(DType::F32, &f32_bytes)];
             for other in &others {
                 for range in [0..1 << 16, 3..(1 << 16) - 5, 100..107] {
                     let a = t(dt, &all);
@@ -1040,7 +1085,7 @@ mod tests {
                         partial_bits(&portable),
                         partial_bits(&simd),
                         "{dt:?} vs {:?} over {range:?}",
-                        other.dtype
+                        other.dtype()
                     );
                 }
             }
@@ -1053,21 +1098,17 @@ mod tests {
         assert!(squeeze(&[1, 1]).is_empty());
         let a = bytes_f32(&[1.0, 2.0]);
         let b: Vec<u8> = [1.0f64, 2.0].iter().flat_map(|v| v.to_le_bytes()).collect();
-        let got = compare_tensors(
-            &RawTensor {
-                dtype: ElemDtype::F32,
-                shape: &[2],
-                bytes: &a,
-                mapped: false,
-            },
-            &RawTensor {
-                dtype: ElemDtype::F64,
-                shape: &[2],
-                bytes: &b,
-                mapped: false,
-            },
-        );
+        let got = compare_tensors(&view(DType::F32, &[2], &a), &view(DType::F64, &[2], &b));
         assert_eq!(got.err_msg, "Dtype of NPU and bench tensor do not match.");
         assert_eq!(got.values[2], Cell::Float(0.0));
+    }
+
+    #[test]
+    fn dtypes_the_metrics_do_not_read_give_an_unsupported_row() {
+        let a = bytes_f32(&[1.0, 2.0]);
+        let got = compare_tensors(&view(DType::F32, &[2], &a), &view(DType::C64, &[1], &a));
+        assert_eq!(got.err_msg, "Dtype C64 is not compared.");
+        assert_eq!(got.values[0], Cell::s("unsupported"));
+        assert!(got.error_flag);
     }
 }

@@ -5,24 +5,23 @@
 //! whose order differs between the paths (as it does between the CPU path and numpy's BLAS).
 
 use compare::cell::Cell;
-use compare::tensor::gpu::TensorBackend;
-use compare::tensor::{
-    ElemDtype, RawTensor, TensorResult, compare_tensors_gpu, compare_tensors_on,
-};
+use compare::tensor::gpu::{Backend, Engine};
+use compare::tensor::{TensorResult, compare_tensors, compare_tensors_gpu, compare_tensors_on};
+use dumpfmt::{DType, TensorView};
 use half::{bf16, f16};
 use proptest::prelude::*;
 use stats_gpu::gpu::Gpu;
 use testsupport::{few_workgroups, gpu};
 
 /// Bytes of `v` in `dtype`, in a u32-aligned buffer (as a mapped .npy/.pt payload is).
-fn encode(v: &[f32], dtype: ElemDtype) -> Vec<u32> {
+fn encode(v: &[f32], dtype: DType) -> Vec<u32> {
     let bytes: Vec<u8> = match dtype {
-        ElemDtype::F32 => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
-        ElemDtype::F16 => v
+        DType::F32 => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
+        DType::F16 => v
             .iter()
             .flat_map(|&x| f16::from_f32(x).to_le_bytes())
             .collect(),
-        ElemDtype::BF16 => v
+        DType::BF16 => v
             .iter()
             .flat_map(|&x| bf16::from_f32(x).to_le_bytes())
             .collect(),
@@ -33,13 +32,13 @@ fn encode(v: &[f32], dtype: ElemDtype) -> Vec<u32> {
     words
 }
 
-fn raw<'a>(dtype: ElemDtype, shape: &'a [usize], words: &'a [u32], n: usize) -> RawTensor<'a> {
-    RawTensor {
+fn raw<'a>(dtype: DType, shape: &'a [usize], words: &'a [u32], n: usize) -> TensorView<'a> {
+    TensorView::new(
         dtype,
         shape,
-        bytes: &bytemuck::cast_slice(words)[..n * dtype.size()],
-        mapped: false,
-    }
+        &bytemuck::cast_slice(words)[..n * dtype.size()],
+    )
+    .unwrap()
 }
 
 fn same(g: &TensorResult, c: &TensorResult) {
@@ -59,15 +58,15 @@ fn same(g: &TensorResult, c: &TensorResult) {
     }
 }
 
-const DTYPES: [ElemDtype; 3] = [ElemDtype::F32, ElemDtype::F16, ElemDtype::BF16];
+const DTYPES: [DType; 3] = [DType::F32, DType::F16, DType::BF16];
 
-fn check(gpu: &Gpu, npu: &[f32], bench: &[f32], nd: ElemDtype, bd: ElemDtype, chunk: usize) {
+fn check(gpu: &Gpu, npu: &[f32], bench: &[f32], nd: DType, bd: DType, chunk: usize) {
     let n = npu.len();
     let shape = [n];
     let (nw, bw) = (encode(npu, nd), encode(bench, bd));
     let (nt, bt) = (raw(nd, &shape, &nw, n), raw(bd, &shape, &bw, n));
     let g = compare_tensors_gpu(&nt, &bt, gpu, chunk);
-    let c = compare_tensors_on(&nt, &bt, TensorBackend::Cpu);
+    let c = compare_tensors(&nt, &bt);
     same(&g, &c);
 }
 
@@ -128,10 +127,10 @@ fn every_dtype_pair_over_many_chunks() {
     }
     // The cells are not trivial: some elements sit on each side of both ratio thresholds.
     let shape = [n];
-    let (nw, bw) = (encode(&npu, ElemDtype::F32), encode(&bench, ElemDtype::F32));
+    let (nw, bw) = (encode(&npu, DType::F32), encode(&bench, DType::F32));
     let r = compare_tensors_gpu(
-        &raw(ElemDtype::F32, &shape, &nw, n),
-        &raw(ElemDtype::F32, &shape, &bw, n),
+        &raw(DType::F32, &shape, &nw, n),
+        &raw(DType::F32, &shape, &bw, n),
         gpu,
         1024,
     );
@@ -156,29 +155,22 @@ fn tiny_differences_and_special_values_keep_the_cpu_cells() {
     npu[3] = 1e-30;
     let mut bench0 = bench.clone();
     bench0[7] = 0.0;
-    check(gpu, &npu, &bench0, ElemDtype::F32, ElemDtype::F32, 128);
+    check(gpu, &npu, &bench0, DType::F32, DType::F32, 128);
     let tiny_b: Vec<f32> = bench.iter().map(|&b| b * 1e-20).collect();
     let tiny_n: Vec<f32> = npu.iter().map(|&b| b * 1e-20).collect();
-    check(gpu, &tiny_n, &tiny_b, ElemDtype::F32, ElemDtype::F32, 128);
+    check(gpu, &tiny_n, &tiny_b, DType::F32, DType::F32, 128);
     let mut inf_n = npu.clone();
     let mut inf_b = bench.clone();
     inf_n[5] = f32::INFINITY;
     inf_b[5] = f32::INFINITY;
     inf_n[9] = f32::NAN;
     inf_b[9] = f32::NAN;
-    check(gpu, &inf_n, &inf_b, ElemDtype::F32, ElemDtype::F32, 128);
+    check(gpu, &inf_n, &inf_b, DType::F32, DType::F32, 128);
     inf_b[9] = 1.0;
-    check(gpu, &inf_n, &inf_b, ElemDtype::F32, ElemDtype::F32, 128);
+    check(gpu, &inf_n, &inf_b, DType::F32, DType::F32, 128);
     let zeros = vec![0.0f32; 300];
-    check(
-        gpu,
-        &zeros,
-        &bench[..300],
-        ElemDtype::F32,
-        ElemDtype::F32,
-        128,
-    );
-    check(gpu, &zeros, &zeros, ElemDtype::F32, ElemDtype::F32, 128);
+    check(gpu, &zeros, &bench[..300], DType::F32, DType::F32, 128);
+    check(gpu, &zeros, &zeros, DType::F32, DType::F32, 128);
 }
 
 #[test]
@@ -187,12 +179,13 @@ fn auto_keeps_small_pairs_and_cpu_adapters_on_the_cpu() {
     let bench: Vec<f32> = (0..100).map(|i| i as f32 * 0.5).collect();
     let npu: Vec<f32> = bench.iter().map(|&b| b + 0.01).collect();
     let shape = [100];
-    let (nw, bw) = (encode(&npu, ElemDtype::F32), encode(&bench, ElemDtype::F32));
+    let (nw, bw) = (encode(&npu, DType::F32), encode(&bench, DType::F32));
     let (nt, bt) = (
-        raw(ElemDtype::F32, &shape, &nw, 100),
-        raw(ElemDtype::F32, &shape, &bw, 100),
+        raw(DType::F32, &shape, &nw, 100),
+        raw(DType::F32, &shape, &bw, 100),
     );
-    let auto = compare_tensors_on(&nt, &bt, TensorBackend::Auto);
-    let cpu = compare_tensors_on(&nt, &bt, TensorBackend::Cpu);
+    let engine = Engine::new(Backend::Auto);
+    let auto = compare_tensors_on(&nt, &bt, &engine);
+    let cpu = compare_tensors_on(&nt, &bt, &Engine::new(Backend::Cpu));
     assert_eq!(format!("{auto:?}"), format!("{cpu:?}"));
 }

@@ -9,7 +9,8 @@ use common::*;
 use compare::matching::MatchOptions;
 use compare::run::{Journal, compare_dumps};
 use compare::table::TableOptions;
-use compare::table::{LoadedTensor, TensorSource, to_csv};
+use compare::table::{TensorSource, to_csv};
+use dumpfmt::tensor::Tensor;
 
 struct Counting<'a> {
     inner: &'a MapSource,
@@ -17,7 +18,7 @@ struct Counting<'a> {
 }
 
 impl TensorSource for Counting<'_> {
-    fn load(&self, npu: bool, name: &str) -> Result<LoadedTensor, String> {
+    fn load(&self, npu: bool, name: &str) -> Result<Tensor, String> {
         self.loads.fetch_add(1, Ordering::Relaxed);
         self.inner.load(npu, name)
     }

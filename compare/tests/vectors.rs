@@ -15,7 +15,8 @@ use compare::stats_diff::PandasCompat;
 use compare::stats_diff::stat_diff;
 use compare::table::TableOptions;
 use compare::table::to_csv;
-use compare::tensor::{RawTensor, compare_tensors};
+use compare::tensor::compare_tensors;
+use dumpfmt::TensorView;
 use serde_json::Value as J;
 
 fn close(a: f64, b: f64, rel: f64) -> bool {
@@ -37,18 +38,8 @@ fn offline_compare_tensor() {
         let (nd, ns, nb) = array(&case["inputs"]["npu"]);
         let (bd, bs, bb) = array(&case["inputs"]["bench"]);
         let got = compare_tensors(
-            &RawTensor {
-                dtype: nd,
-                shape: &ns,
-                bytes: &nb,
-                mapped: false,
-            },
-            &RawTensor {
-                dtype: bd,
-                shape: &bs,
-                bytes: &bb,
-                mapped: false,
-            },
+            &TensorView::new(nd, &ns, &nb).unwrap(),
+            &TensorView::new(bd, &bs, &bb).unwrap(),
         );
         let p = &case["pipeline"];
         for (i, col) in columns.iter().enumerate() {

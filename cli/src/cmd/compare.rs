@@ -6,6 +6,7 @@ use super::CmdResult;
 use compare::CompareOptions;
 use compare::stats_diff::PandasCompat;
 use compare::table::Progress;
+use compare::tensor::gpu::Backend;
 use indicatif::{ProgressBar, ProgressStyle};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -92,6 +93,8 @@ pub fn run(args: Args) -> CmdResult {
         },
         resume: args.resume,
         xlsx: args.xlsx,
+        // Tensor metrics on the GPU only for large pairs on a hardware adapter.
+        backend: Backend::Auto,
     };
     let bar = ProgressBar::new(0).with_style(
         ProgressStyle::with_template(

@@ -6,102 +6,108 @@
 //! is inf or NaN (msprobe's zeroing and mask rules), when a value exceeds 2^50 in magnitude
 //! or all of one side lies below 2^-30 (the kernel's sums would lose precision there).
 
-use std::sync::atomic::{AtomicU8, Ordering};
-
-/// Where [`super::compare_tensors`] computes the metrics of large float pairs.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum TensorBackend {
-    Cpu,
-    /// The GPU for every pair it takes; an error opening it falls back to the CPU.
-    Gpu,
-    /// The GPU for pairs of at least [`AUTO_GPU_MIN_ELEMS`] elements when the process-wide Gpu
-    /// is a hardware adapter (a CPU adapter such as lavapipe is slower than the CPU path on the
-    /// same cores); else the CPU.
-    #[default]
-    Auto,
-}
+/// The backend choice: [`Backend::Cpu`], [`Backend::Gpu`] (every pair the GPU takes; an error
+/// opening it falls back to the CPU) or [`Backend::Auto`] (the GPU for pairs of at least
+/// [`AUTO_GPU_MIN_ELEMS`] elements when the adapter is a hardware one: a CPU adapter such as
+/// lavapipe is slower than the CPU path on the same cores). Without feature `gpu` every choice
+/// runs on the CPU.
+pub use stats_gpu::summary::Device as Backend;
 
 /// Below this many elements per tensor the upload and dispatch cost more than the CPU pass.
 pub const AUTO_GPU_MIN_ELEMS: usize = 4 << 20;
 
-static BACKEND: AtomicU8 = AtomicU8::new(2);
-
-/// Sets the backend [`super::compare_tensors`] uses from now on (process-wide).
-pub fn set_tensor_backend(backend: TensorBackend) {
-    BACKEND.store(
-        match backend {
-            TensorBackend::Cpu => 0,
-            TensorBackend::Gpu => 1,
-            TensorBackend::Auto => 2,
-        },
-        Ordering::Relaxed,
-    );
+/// Where the tensor metrics of one comparison run: the [`Backend`] choice and, with feature
+/// `gpu`, the GPU it opens on first need (never for [`Backend::Cpu`]), dropped with the engine.
+/// Shared by the threads that compare rows.
+#[derive(Debug, Default)]
+pub struct Engine {
+    backend: Backend,
+    /// The GPU, opened by the first pair that wants it; `None` when opening failed (the
+    /// failure is not retried: every later pair runs on the CPU).
+    #[cfg(feature = "gpu")]
+    gpu: std::sync::OnceLock<Option<stats_gpu::gpu::Gpu>>,
 }
 
-/// The backend set by [`set_tensor_backend`] (default [`TensorBackend::Auto`]).
-pub fn tensor_backend() -> TensorBackend {
-    match BACKEND.load(Ordering::Relaxed) {
-        0 => TensorBackend::Cpu,
-        1 => TensorBackend::Gpu,
-        _ => TensorBackend::Auto,
+impl Engine {
+    /// An engine for `backend`; opens nothing yet.
+    pub fn new(backend: Backend) -> Engine {
+        Engine {
+            backend,
+            #[cfg(feature = "gpu")]
+            gpu: std::sync::OnceLock::new(),
+        }
     }
-}
 
-#[cfg(feature = "gpu")]
-pub(crate) use imp::gpu_partial;
+    /// The backend choice.
+    pub fn backend(&self) -> Backend {
+        self.backend
+    }
 
-#[cfg(not(feature = "gpu"))]
-pub(crate) fn gpu_partial(
-    _n: &crate::tensor::RawTensor,
-    _b: &crate::tensor::RawTensor,
-    _backend: TensorBackend,
-) -> Option<crate::tensor::Partial> {
-    None
+    /// The partial results of a float pair (NPU `n`, bench `b`) from the GPU, or `None` when
+    /// the CPU path must take it (the backend, the size, or see the module notes).
+    #[cfg(feature = "gpu")]
+    pub(crate) fn gpu_partial(
+        &self,
+        n: &crate::tensor::Operand,
+        b: &crate::tensor::Operand,
+    ) -> Option<crate::tensor::Partial> {
+        imp::gpu_partial_with(n, b, self.gpu_for(n.view.numel())?, 0)
+    }
+
+    /// Without feature `gpu` every pair runs on the CPU.
+    #[cfg(not(feature = "gpu"))]
+    pub(crate) fn gpu_partial(
+        &self,
+        _n: &crate::tensor::Operand,
+        _b: &crate::tensor::Operand,
+    ) -> Option<crate::tensor::Partial> {
+        None
+    }
+
+    /// The GPU a pair of `numel` elements runs on under this backend, opened on first need.
+    #[cfg(feature = "gpu")]
+    fn gpu_for(&self, numel: usize) -> Option<&stats_gpu::gpu::Gpu> {
+        use stats_gpu::gpu::{Gpu, GpuOptions, wgpu};
+        let open = || {
+            self.gpu
+                .get_or_init(|| Gpu::new(GpuOptions::default()).ok())
+                .as_ref()
+        };
+        match self.backend {
+            Backend::Cpu => None,
+            Backend::Gpu => open(),
+            Backend::Auto => (numel >= AUTO_GPU_MIN_ELEMS)
+                .then(open)
+                .flatten()
+                .filter(|g| g.adapter_info().device_type != wgpu::DeviceType::Cpu),
+        }
+    }
 }
 
 #[cfg(feature = "gpu")]
 mod imp {
     use half::{bf16, f16};
-    use stats_gpu::gpu::{Gpu, PairData, PairParams, wgpu};
+    use numprobe_tensor::DType;
+    use stats_gpu::gpu::{Gpu, PairData, PairParams};
 
-    use super::{AUTO_GPU_MIN_ELEMS, TensorBackend};
-    use crate::tensor::{ElemDtype, Partial, RawTensor};
+    use crate::tensor::{Operand, Partial};
 
     /// The tensor's elements as kernel input; `None` for other dtypes or unaligned bytes.
-    fn data<'a>(t: &RawTensor<'a>) -> Option<PairData<'a>> {
-        Some(match t.dtype {
-            ElemDtype::F32 => PairData::F32(bytemuck::try_cast_slice::<u8, f32>(t.bytes).ok()?),
-            ElemDtype::F16 => PairData::F16(bytemuck::try_cast_slice::<u8, f16>(t.bytes).ok()?),
-            ElemDtype::BF16 => PairData::Bf16(bytemuck::try_cast_slice::<u8, bf16>(t.bytes).ok()?),
+    fn data<'a>(t: &Operand<'a>) -> Option<PairData<'a>> {
+        let v = &t.view;
+        Some(match v.dtype() {
+            DType::F32 => PairData::F32(v.typed::<f32>().ok()?),
+            DType::F16 => PairData::F16(v.typed::<f16>().ok()?),
+            DType::BF16 => PairData::Bf16(v.typed::<bf16>().ok()?),
             _ => return None,
         })
     }
 
-    fn gpu_for(backend: TensorBackend, numel: usize) -> Option<&'static Gpu> {
-        match backend {
-            TensorBackend::Cpu => None,
-            TensorBackend::Gpu => Gpu::global().ok(),
-            TensorBackend::Auto => (numel >= AUTO_GPU_MIN_ELEMS)
-                .then(Gpu::global)
-                .and_then(Result::ok)
-                .filter(|g| g.adapter_info().device_type != wgpu::DeviceType::Cpu),
-        }
-    }
-
-    /// The partial results of a float pair (NPU `n`, bench `b`) from the GPU, or `None` when
-    /// the CPU path must take it (see the module notes).
-    pub(crate) fn gpu_partial(
-        n: &RawTensor,
-        b: &RawTensor,
-        backend: TensorBackend,
-    ) -> Option<Partial> {
-        gpu_partial_with(n, b, gpu_for(backend, n.numel())?, 0)
-    }
-
-    /// As [`gpu_partial`] on a given Gpu and chunk size (tests).
+    /// The partial results of a float pair on a given Gpu and chunk size (0: the Gpu's), or
+    /// `None` when the CPU path must take it (see the module notes).
     pub(crate) fn gpu_partial_with(
-        n: &RawTensor,
-        b: &RawTensor,
+        n: &Operand,
+        b: &Operand,
         gpu: &Gpu,
         chunk_elems: usize,
     ) -> Option<Partial> {

@@ -4,8 +4,9 @@
 use std::collections::HashMap;
 
 use compare::cell::Cell;
-use compare::table::{LoadedTensor, TensorSource};
-use compare::tensor::ElemDtype;
+use compare::table::TensorSource;
+use dumpfmt::DType;
+use dumpfmt::tensor::Tensor;
 use serde_json::Value as J;
 use testsupport::testdata;
 
@@ -41,34 +42,27 @@ pub fn num(x: &J) -> f64 {
     }
 }
 
-pub fn dtype_of(name: &str) -> ElemDtype {
-    match name {
-        "float16" | "<f2" => ElemDtype::F16,
-        "bfloat16" => ElemDtype::BF16,
-        "float32" | "<f4" => ElemDtype::F32,
-        "float64" | "<f8" => ElemDtype::F64,
-        "int64" | "<i8" => ElemDtype::I64,
-        "int32" | "<i4" => ElemDtype::I32,
-        "int8" | "|i1" => ElemDtype::I8,
-        "uint8" | "|u1" => ElemDtype::U8,
-        "bool" | "|b1" => ElemDtype::Bool,
-        other => panic!("dtype {other}"),
-    }
+/// A vectors dtype: numpy's name (`float32`, `bfloat16`) or descr (`<f4`).
+pub fn dtype_of(name: &str) -> DType {
+    DType::from_numpy_name(name)
+        .or_else(|| DType::from_npy_descr(name))
+        .unwrap_or_else(|| panic!("dtype {name}"))
 }
 
-pub fn encode(dtype: ElemDtype, values: &[f64]) -> Vec<u8> {
+pub fn encode(dtype: DType, values: &[f64]) -> Vec<u8> {
     let mut out = Vec::with_capacity(values.len() * dtype.size());
     for &v in values {
         match dtype {
-            ElemDtype::F16 => out.extend(half::f16::from_f64(v).to_le_bytes()),
-            ElemDtype::BF16 => out.extend(half::bf16::from_f64(v).to_le_bytes()),
-            ElemDtype::F32 => out.extend((v as f32).to_le_bytes()),
-            ElemDtype::F64 => out.extend(v.to_le_bytes()),
-            ElemDtype::I64 => out.extend((v as i64).to_le_bytes()),
-            ElemDtype::I32 => out.extend((v as i32).to_le_bytes()),
-            ElemDtype::I16 => out.extend((v as i16).to_le_bytes()),
-            ElemDtype::I8 => out.push(v as i8 as u8),
-            ElemDtype::U8 | ElemDtype::Bool => out.push(v as u8),
+            DType::F16 => out.extend(half::f16::from_f64(v).to_le_bytes()),
+            DType::BF16 => out.extend(half::bf16::from_f64(v).to_le_bytes()),
+            DType::F32 => out.extend((v as f32).to_le_bytes()),
+            DType::F64 => out.extend(v.to_le_bytes()),
+            DType::I64 => out.extend((v as i64).to_le_bytes()),
+            DType::I32 => out.extend((v as i32).to_le_bytes()),
+            DType::I16 => out.extend((v as i16).to_le_bytes()),
+            DType::I8 => out.push(v as i8 as u8),
+            DType::U8 | DType::Bool => out.push(v as u8),
+            other => panic!("no vectors of {other:?}"),
         }
     }
     out
@@ -84,13 +78,16 @@ pub fn array(a: &J) -> ArrayBytes {
         .collect();
     let dtype = dtype_of(a["dtype"].as_str().unwrap());
     if let Some(p) = a.get("npy").and_then(J::as_str) {
-        let (d, s, bytes) = testsupport::read_npy(&testdata().join("vectors/accuracy").join(p));
+        let path = testdata().join("vectors/accuracy").join(p);
+        let t = dumpfmt::npy::read(&path).unwrap_or_else(|e| panic!("{e}"));
+        let (d, s) = (t.dtype(), t.shape().to_vec());
+        // bfloat16 arrays are stored as their uint16 bit patterns (numpy has no bfloat16).
         if a.get("npy_storage").and_then(J::as_str) == Some("uint16_bits") {
-            return (ElemDtype::BF16, s, bytes);
+            assert_eq!(d, DType::U16);
+            return (DType::BF16, s, t.into_vec());
         }
-        let d = compare::run::elem_dtype(d).unwrap_or_else(|| panic!("{p}: dtype {d:?}"));
         assert_eq!(d, dtype);
-        return (d, s, bytes);
+        return (d, s, t.into_vec());
     }
     let vals: Vec<f64> = a["data"].as_array().unwrap().iter().map(num).collect();
     (dtype, shape, encode(dtype, &vals))
@@ -98,22 +95,17 @@ pub fn array(a: &J) -> ArrayBytes {
 
 /// Tensors of an e2e case, by side and file name.
 /// (dtype, shape, bytes) of one tensor file.
-pub type ArrayBytes = (ElemDtype, Vec<usize>, Vec<u8>);
+pub type ArrayBytes = (DType, Vec<usize>, Vec<u8>);
 
 pub struct MapSource(pub HashMap<(bool, String), ArrayBytes>);
 
 impl TensorSource for MapSource {
-    fn load(&self, npu: bool, name: &str) -> Result<LoadedTensor, String> {
+    fn load(&self, npu: bool, name: &str) -> Result<Tensor, String> {
         let (d, s, b) = self
             .0
             .get(&(npu, name.to_string()))
             .ok_or_else(|| format!("{name} missing"))?;
-        Ok(LoadedTensor {
-            dtype: *d,
-            shape: s.clone(),
-            bytes: Box::new(b.clone()),
-            mapped: false,
-        })
+        Tensor::from_vec(*d, s.clone(), b.clone()).map_err(|e| e.to_string())
     }
 }
 
