@@ -1,5 +1,7 @@
 //! Strict reader and writer of msprobe's dump format (PyTorch and MindSpore flavours).
 //!
+//! * [`dumpdir`]: [`Dump::open`] a dump directory, walk its ranks and tensor records, load any
+//!   tensor file as an `ndarray` view.
 //! * [`json`]: an order-preserving JSON model that reads msprobe's non-standard tokens
 //!   (`NaN`, `Infinity`) and writes exactly what Python's `json.dump(obj, f, indent=1)` writes.
 //! * [`dump`], [`stack`], [`construct`]: typed views of `dump.json`, `stack.json`,
@@ -17,6 +19,7 @@
 
 pub mod construct;
 pub mod dump;
+pub mod dumpdir;
 pub mod error;
 pub mod json;
 pub mod layout;
@@ -28,5 +31,7 @@ pub mod stack;
 pub mod tensor;
 pub mod validate;
 
-pub use error::{Error, Result};
+pub use dumpdir::{Dump, Rank, TensorEntry};
+pub use error::{DataNameProblem, Error, Result};
 pub use numprobe_tensor::{DType, TensorView, ViewError};
+pub use tensor::Tensor;
