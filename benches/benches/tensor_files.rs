@@ -3,6 +3,11 @@
 //! 64 MiB of float32 written to a temporary directory in setup. Throughput is file payload bytes.
 //! A strided `.pt` view (gathered into C order) is measured at 1 MiB as well.
 //!
+//! `tensor_files/ndarray` measures the conversions an embedder makes around those reads, which
+//! copy nothing and so cost the same at any size (64 MiB here): a read `Tensor` to an
+//! `ndarray::ArrayViewD<f32>` (`Tensor::array`), and an `ndarray` array to a `TensorView` and
+//! back (`TensorView::from_array`, `TensorView::to_ndarray`).
+//!
 //! Run: `cargo bench -p numprobe-benches --bench tensor_files`.
 
 use std::hint::black_box;
@@ -133,6 +138,25 @@ fn bench(c: &mut Criterion) {
             b.iter(|| black_box(read_and_touch(black_box(p))))
         });
     }
+    g.finish();
+
+    let big = &files
+        .iter()
+        .find(|(kind, label, ..)| *kind == "npy" && *label == "64MiB")
+        .expect("the 64 MiB .npy file")
+        .3;
+    let tensor = read_tensor(big).unwrap();
+    let array: ndarray::ArrayD<f32> = tensor.array::<f32>().unwrap().to_owned();
+    let mut g = c.benchmark_group("tensor_files/ndarray");
+    g.bench_function("Tensor::array", |b| {
+        b.iter(|| black_box(black_box(&tensor).array::<f32>().unwrap().len()))
+    });
+    g.bench_function("from_array+to_ndarray", |b| {
+        b.iter(|| {
+            let v = TensorView::from_array(black_box(&array)).unwrap();
+            black_box(v.to_ndarray::<f32>().unwrap().len())
+        })
+    });
     g.finish();
 }
 

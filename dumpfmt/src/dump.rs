@@ -17,6 +17,7 @@ use crate::error::{Error, Result};
 use crate::json::{self, Map, Str, Value};
 pub use crate::names::Framework;
 use crate::names::{Category, Direction, EntryName};
+use crate::tensor::Tensor;
 
 /// Deepest nesting of records inside an entry that msprobe writes (deeper data is an error there).
 pub const MAX_RECORD_DEPTH: usize = 400;
@@ -212,6 +213,19 @@ impl DumpFile {
             .parent()
             .unwrap_or_else(|| Path::new("."))
             .join("dump_tensor_data")
+    }
+
+    /// The file a record's `data_name` names in [`DumpFile::tensor_dir`], refusing names that
+    /// are not plain file names and links leaving the directory
+    /// ([`crate::layout::resolve_data_name`]).
+    pub fn tensor_path(&self, data_name: &str) -> Result<PathBuf> {
+        crate::layout::resolve_data_name(&self.tensor_dir(), data_name)
+    }
+
+    /// Reads the tensor file a record's `data_name` names (see [`DumpFile::tensor_path`]);
+    /// [`Tensor::array`] is its `ndarray` view.
+    pub fn tensor(&self, data_name: &str) -> Result<Tensor> {
+        crate::tensor::read_tensor(&self.tensor_path(data_name)?)
     }
 
     pub fn data(&self) -> &Map {
@@ -876,7 +890,7 @@ impl TensorRecord {
                     let s = v
                         .as_str()
                         .ok_or_else(|| err("data_name", format!("expected a string, found {}", v.kind_name())))?;
-                    if s.is_empty() || s.contains('/') || s.contains('\\') || s == "." || s == ".." {
+                    if !crate::layout::is_file_name(s) {
                         return Err(err("data_name", format!("{s:?} is not a file name")));
                     }
                     rec.data_name = Some(s.to_string());

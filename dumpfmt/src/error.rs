@@ -46,6 +46,29 @@ pub enum Error {
     /// A directory that is not a dump root, step or rank directory.
     #[error("{dir}: {msg}")]
     Layout { dir: PathBuf, msg: String },
+    /// A `data_name` that does not resolve to a file inside its tensor directory
+    /// (`dump_tensor_data/`): see [`crate::layout::resolve_data_name`].
+    #[error("{dir}: data_name {name:?}: {problem}")]
+    DataName {
+        /// The tensor directory the name was resolved in.
+        dir: PathBuf,
+        name: String,
+        problem: DataNameProblem,
+    },
+}
+
+/// Why a `data_name` names no file of the tensor directory.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum DataNameProblem {
+    /// Not a plain file name: empty, `.`, `..`, absolute, or holding a path separator.
+    #[error("not a file name")]
+    NotAFileName,
+    /// No such file (or not a regular file) in the directory.
+    #[error("no such file in the tensor directory")]
+    Missing,
+    /// A symbolic link whose target lies outside the directory.
+    #[error("a link to {target}, outside the tensor directory")]
+    OutsideDir { target: PathBuf },
 }
 
 impl Error {

@@ -4,12 +4,14 @@
 //!
 //! [`discover`] accepts any level: a dump root, a split root, a step dir, a rank dir or a single
 //! file. The tensor directory is always `{dir(dump.json)}/dump_tensor_data`, never the
-//! `dump_data_dir` string written inside dump.json.
+//! `dump_data_dir` string written inside dump.json, and a record's `data_name` is resolved in
+//! it by [`resolve_data_name`] only: a plain file name, never a path that leaves it.
 
 use std::fmt;
-use std::path::{Path, PathBuf};
+use std::path::{Component, Path, PathBuf};
 
-use crate::error::{Error, Result};
+use crate::error::{DataNameProblem, Error, Result};
+use crate::tensor::{Tensor, read_tensor};
 
 /// The name of a rank directory.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -100,6 +102,17 @@ impl RankDir {
             debug_json: file("debug.json"),
             tensor_dir: td.is_dir().then_some(td),
         }
+    }
+
+    /// The file `data_name` names in this rank's `dump_tensor_data/` ([`resolve_data_name`]).
+    pub fn tensor_path(&self, data_name: &str) -> Result<PathBuf> {
+        resolve_data_name(&self.dir.join("dump_tensor_data"), data_name)
+    }
+
+    /// Reads the tensor file `data_name` of this rank (memory-mapped when large); its
+    /// [`Tensor::array`] is an `ndarray` view.
+    pub fn tensor(&self, data_name: &str) -> Result<Tensor> {
+        read_tensor(&self.tensor_path(data_name)?)
     }
 
     fn has_dump_files(&self) -> bool {
@@ -233,4 +246,93 @@ pub fn discover(path: &Path) -> Result<Layout> {
         root: path.to_path_buf(),
         ranks,
     })
+}
+
+/// Whether `name` is a plain file name: not empty, `.` or `..`, no `/` or `\` (on any
+/// platform), nothing a platform reads as a root or drive prefix. The rule for every
+/// `data_name` (msprobe writes bare names).
+pub fn is_file_name(name: &str) -> bool {
+    if name.is_empty() || name == "." || name == ".." || name.contains(['/', '\\']) {
+        return false;
+    }
+    let mut parts = Path::new(name).components();
+    matches!(
+        (parts.next(), parts.next()),
+        (Some(Component::Normal(n)), None) if n == name
+    )
+}
+
+/// The path of the file `data_name` names in `tensor_dir` (a rank's `dump_tensor_data/`).
+///
+/// The name must be a plain file name ([`is_file_name`]) of a regular file in the directory;
+/// a symbolic link there is followed only when its target stays inside the directory. Every
+/// reader that turns a record's `data_name` into a path goes through here, so a hostile
+/// dump.json cannot make numprobe read outside the dump. Errors are [`Error::DataName`]
+/// naming the directory and the name (or [`Error::Io`] when the directory cannot be read).
+pub fn resolve_data_name(tensor_dir: &Path, data_name: &str) -> Result<PathBuf> {
+    let refuse = |problem| Error::DataName {
+        dir: tensor_dir.to_path_buf(),
+        name: data_name.to_string(),
+        problem,
+    };
+    if !is_file_name(data_name) {
+        return Err(refuse(DataNameProblem::NotAFileName));
+    }
+    let path = tensor_dir.join(data_name);
+    let meta = match std::fs::symlink_metadata(&path) {
+        Ok(m) => m,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Err(refuse(DataNameProblem::Missing));
+        }
+        Err(e) => return Err(Error::io(&path, e)),
+    };
+    if meta.is_file() {
+        return Ok(path);
+    }
+    if !meta.file_type().is_symlink() {
+        return Err(refuse(DataNameProblem::Missing));
+    }
+    // A link: its final target must lie under the directory's own real path (which may itself
+    // be reached through links, e.g. a dump moved to another disk and linked back).
+    let target = match std::fs::canonicalize(&path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Err(refuse(DataNameProblem::Missing));
+        }
+        Err(e) => return Err(Error::io(&path, e)),
+    };
+    let dir = std::fs::canonicalize(tensor_dir).map_err(|e| Error::io(tensor_dir, e))?;
+    if !target.starts_with(&dir) {
+        return Err(refuse(DataNameProblem::OutsideDir { target }));
+    }
+    if !target.is_file() {
+        return Err(refuse(DataNameProblem::Missing));
+    }
+    Ok(path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn file_names() {
+        for ok in ["Torch.add.0.forward.input.0.pt", "a", "..a", "a..", "x.npy"] {
+            assert!(is_file_name(ok), "{ok}");
+        }
+        for bad in [
+            "",
+            ".",
+            "..",
+            "/",
+            "/etc/passwd",
+            "a/b",
+            "a\\b",
+            "../a",
+            "a/",
+            "./a",
+        ] {
+            assert!(!is_file_name(bad), "{bad}");
+        }
+    }
 }

@@ -5,7 +5,8 @@
 //!
 //! * every JSON file parses, and dump.json / debug.json / stack.json / construct.json follow the
 //!   schema;
-//! * every `data_name` names an existing file in `dump_tensor_data/`, whose header agrees with the
+//! * every `data_name` names an existing file in `dump_tensor_data/` (a plain file name; a link
+//!   there must not lead outside it: [`layout::resolve_data_name`]), whose header agrees with the
 //!   record's dtype and shape (MindSpore saves BFloat16 and float8 tensors as float32 `.npy`;
 //!   PyTorch saves numpy string arrays as `.npy`);
 //! * stack.json names are dump.json entries (msprobe records stacks only for entries it dumps;
@@ -24,7 +25,7 @@ use std::path::{Path, PathBuf};
 use crate::DType;
 use crate::construct::ConstructFile;
 use crate::dump::DumpFile;
-use crate::error::{Error, Result};
+use crate::error::{DataNameProblem, Error, Result};
 use crate::json;
 use crate::layout::{self, Layout, RankDir};
 use crate::names::{EntryName, Framework};
@@ -76,6 +77,9 @@ impl Problem {
                 Problem::new(file, path, format!("unknown dtype {dtype:?}"))
             }
             Error::Layout { dir, msg } => Problem::new(dir, "", msg),
+            Error::DataName { dir, name, problem } => {
+                Problem::new(dir, "", format!("data_name {name:?}: {problem}"))
+            }
         }
     }
 }
@@ -374,15 +378,25 @@ fn check_dump(
                 ));
                 continue;
             };
-            let file = td.join(dn);
-            if !file.is_file() {
-                report.problems.push(Problem::new(
-                    f,
-                    format!("{}.data_name", t.json_path),
-                    format!("{dn:?}: no such file in {}", td.display()),
-                ));
-                continue;
-            }
+            let file = match layout::resolve_data_name(td, dn) {
+                Ok(file) => file,
+                Err(Error::DataName { problem, .. }) => {
+                    let msg = match problem {
+                        DataNameProblem::Missing => format!("no such file in {}", td.display()),
+                        other => other.to_string(),
+                    };
+                    report.problems.push(Problem::new(
+                        f,
+                        format!("{}.data_name", t.json_path),
+                        format!("{dn:?}: {msg}"),
+                    ));
+                    continue;
+                }
+                Err(e) => {
+                    report.problems.push(Problem::from_error(&e));
+                    continue;
+                }
+            };
             check_tensor_file(f, &t.json_path, &t.record, &file, framework, report);
         }
     }

@@ -1,20 +1,4 @@
-//! Python and numpy number formatting, exactly.
-//!
-//! msprobe's files are written by Python: `json.dump` prints floats with `repr(float)`, numpy
-//! scalars print with numpy's own rules, and CSVs go through Python's `csv` module (directly or
-//! via pandas). numprobe must reproduce those bytes, and before this crate existed dumpfmt,
-//! stats-gpu, ulp and compare each carried their own copy of the same digit layout code. This is
-//! a leaf crate (no numprobe crate below it, only `ryu`) so every crate, even the ones that may
-//! not depend on another numprobe crate, can share one tested implementation.
-//!
-//! - [`repr_f64`] / [`repr_f64_as`] / [`write_repr_f64`]: `repr(float)`, with [`NonFinite`]
-//!   choosing the `nan`/`inf` spelling of Python or the `NaN`/`Infinity` of Python's `json`
-//!   module. Checked against ~10k recorded CPython outputs, ties included.
-//! - [`str_f32`]: numpy's `str(np.float32(x))` (same as its `repr` in numpy 1.x).
-//! - [`shape_tuple`]: `repr()` of a tuple of ints (numpy shapes, `.npy` headers, msprobe CSVs).
-//! - [`csv_record`] / [`write_csv_record`]: one row as Python's `csv.writer` writes it with
-//!   `QUOTE_MINIMAL`; the line terminator is a parameter because it changes which fields get
-//!   quoted.
+#![doc = include_str!("../README.md")]
 
 /// How non-finite values are spelled.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
