@@ -8,10 +8,10 @@ use dumpfmt::names::{Category, Direction, EntryName};
 use dumpfmt::{DType, DataNameProblem, Dump, Error, TensorView, pt};
 
 mod common;
-use common::shared;
+use testsupport::testdata;
 
 fn fixture(name: &str) -> std::path::PathBuf {
-    shared()
+    testdata()
         .join("fixtures/msprobe-26.2.0-cpu")
         .join(name)
         .join("dump")
