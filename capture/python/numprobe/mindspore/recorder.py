@@ -37,7 +37,7 @@ try:
 except ImportError:  # pragma: no cover - older MindSpore
     _MsNumber = ()
 
-from .. import _native
+from .. import _native, _settings
 from .._scope import DumpScope
 from . import _api_lists
 
@@ -249,7 +249,7 @@ class Recorder:
             self.rank_dir, self.cfg.task, self.cfg.level, "mindspore",
             self.tensor_dir if self.cfg.task == "tensor" else None,
             self.cfg.extra_info, "md5" if self.cfg.summary_mode == "md5" else "statistics",
-            self.cfg.precision,
+            self.cfg.precision, fsync=_settings.fsync(),
         )
         return True
 

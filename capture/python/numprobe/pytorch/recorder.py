@@ -51,6 +51,7 @@ import torch
 import torch.nn.functional as F
 from torch.overrides import TorchFunctionMode
 
+from .. import _settings
 from .._native import fingerprint as _fingerprint
 from . import _api_lists
 from . import _ops_hooks
@@ -287,6 +288,11 @@ def _first_tensor(v):
 class Recorder:
     """State of one PrecisionDebugger: the current step's session, counters, hooks."""
 
+    #: Pause of the statistics thread before each job, in ms, applied to the sessions opened
+    #: afterwards. Tests only: holding the thread back makes a missing write guard show as
+    #: wrong statistics instead of depending on timing.
+    stats_thread_delay_ms = None
+
     def __init__(self, cfg):
         self.cfg = cfg
         self.session = None
@@ -325,8 +331,8 @@ class Recorder:
         self._dev_pending = {}
         self._dev_count = 0
         self.device_readbacks = 0
-        self.device_stats_bound = int(os.environ.get("NUMPROBE_DEVICE_STATS_BOUND", "4096"))
-        self.device_stats = os.environ.get("NUMPROBE_DEVICE_STATS", "auto")
+        self.device_stats_bound = _settings.device_stats_bound()
+        self.device_stats = _settings.device_stats()
 
     @property
     def device_stats(self):
@@ -373,7 +379,8 @@ class Recorder:
         self.stack_gids = {}
         self.session = Session(
             self.dir, cfg.task, cfg.level, "pytorch", dump_data_dir, cfg.extra_info,
-            cfg.summary_mode, cfg.precision, torch.get_num_threads(),
+            cfg.summary_mode, cfg.precision, torch.get_num_threads(), fsync=_settings.fsync(),
+            stats_thread_delay_ms=self.stats_thread_delay_ms,
         )
         self.async_stats = self._async_stats_wanted()
         return True
@@ -384,9 +391,9 @@ class Recorder:
         # fills carry statistics, not checksums.
         if cfg.summary_mode != "statistics" or cfg.level not in ("L1", "mix"):
             return False
-        forced = os.environ.get("NUMPROBE_ASYNC_STATS", "auto")
-        if forced in ("0", "1"):
-            return forced == "1"
+        forced = _settings.async_stats()
+        if forced is not None:
+            return forced
         if (torch.distributed.is_available() and torch.distributed.is_initialized()
                 and torch.distributed.get_world_size() > 1):
             return False

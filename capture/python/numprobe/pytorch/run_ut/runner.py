@@ -7,6 +7,7 @@ import time
 
 import torch
 
+from ... import _settings
 from . import compare as cmp
 from . import executor as ex
 from .dump import split_api_name
@@ -385,9 +386,9 @@ def spare_core():
     """Whether torch leaves a core to the metrics thread (fewer torch threads than usable
     cores); with every core in torch's hands the metrics run inline, as they cost the same CPU
     either way. NUMPROBE_RUN_UT_OVERLAP=1/0 forces the answer."""
-    forced = os.environ.get("NUMPROBE_RUN_UT_OVERLAP", "")
-    if forced in ("0", "1"):
-        return forced == "1"
+    forced = _settings.run_ut_overlap()
+    if forced is not None:
+        return forced
     try:
         cores = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
