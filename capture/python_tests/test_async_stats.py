@@ -1,5 +1,5 @@
-"""Statistics on the statistics thread (numprobe/pytorch/recorder.py's module docstring): the
-dump must be the one the synchronous path writes, whatever the script writes into recorded tensors right
+"""Statistics on the statistics thread (numprobe/pytorch/_stats_thread.py): the dump must be
+the one the synchronous path writes, whatever the script writes into recorded tensors right
 after recording them. The thread is held back before each job (the recorder's
 ``stats_thread_delay_ms``, a test hook), so a write that is not guarded would change the
 statistics instead of depending on timing."""
