@@ -1,7 +1,8 @@
-"""Statistics on the statistics thread (recorder.py's module docstring): the dump must be the
-one the synchronous path writes, whatever the script writes into recorded tensors right after
-recording them. The thread is held back before each job (NUMPROBE_STATS_THREAD_DELAY_MS), so a
-write that is not guarded would change the statistics instead of depending on timing."""
+"""Statistics on the statistics thread (numprobe/pytorch/_stats_thread.py): the dump must be
+the one the synchronous path writes, whatever the script writes into recorded tensors right
+after recording them. The thread is held back before each job (the recorder's
+``stats_thread_delay_ms``, a test hook), so a write that is not guarded would change the
+statistics instead of depending on timing."""
 import glob
 import json
 import os
@@ -24,7 +25,7 @@ from numprobe.pytorch import PrecisionDebugger
 
 torch.manual_seed(0)
 torch.set_num_threads(1)
-dump, level, steps = sys.argv[1], sys.argv[2], int(sys.argv[3])
+dump, level, steps, delay = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
 cfg = {"task": "statistics", "level": level, "dump_path": dump,
        "statistics": {"summary_mode": "statistics"}}
 with open(dump + ".json", "w") as f:
@@ -33,6 +34,8 @@ model = nn.Sequential(nn.Linear(512, 1024), nn.BatchNorm1d(1024), nn.ReLU(), nn.
 opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
 x = torch.randn(512, 512)
 dbg = PrecisionDebugger(config_path=dump + ".json")
+if delay != "none":
+    dbg.recorder.stats_thread_delay_ms = int(delay)
 for step in range(steps):
     dbg.start(model=model)
     y = torch.mul(x, 2.0)                 # recorded output, then written at once:
@@ -67,6 +70,7 @@ dump = sys.argv[1]
 with open(dump + ".json", "w") as f:
     json.dump({"task": "statistics", "level": "L1", "dump_path": dump}, f)
 dbg = PrecisionDebugger(config_path=dump + ".json")
+dbg.recorder.stats_thread_delay_ms = 200
 dbg.start()
 x = torch.randn(512, 512)
 kept = []
@@ -83,10 +87,8 @@ def run(tmp, level, async_on, steps=2, delay=None):
         f.write(SCRIPT)
     dump = os.path.join(tmp, f"dump_{level}_{async_on}")
     env = dict(os.environ, NUMPROBE_ASYNC_STATS="1" if async_on else "0")
-    if delay is not None:
-        env["NUMPROBE_STATS_THREAD_DELAY_MS"] = str(delay)
-    r = subprocess.run([sys.executable, script, dump, level, str(steps)], env=env,
-                       capture_output=True, text=True, timeout=600)
+    r = subprocess.run([sys.executable, script, dump, level, str(steps), str(delay).lower()],
+                       env=env, capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr[-3000:]
     return dump
 
@@ -139,7 +141,7 @@ def test_kill_with_jobs_in_flight_keeps_every_entry(tmp_path):
     with open(script, "w") as f:
         f.write(KILL_SCRIPT)
     dump = os.path.join(str(tmp_path), "dump_kill")
-    env = dict(os.environ, NUMPROBE_ASYNC_STATS="1", NUMPROBE_STATS_THREAD_DELAY_MS="200")
+    env = dict(os.environ, NUMPROBE_ASYNC_STATS="1")
     p = subprocess.Popen([sys.executable, script, dump], env=env,
                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.time() + 120

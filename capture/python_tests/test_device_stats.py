@@ -1,4 +1,4 @@
-"""Device-side statistics (recorder.py ``_device_tensor``), tested on CPU tensors with the
+"""Device-side statistics (numprobe/pytorch/_device_stats.py), tested on CPU tensors with the
 path forced on (``NUMPROBE_DEVICE_STATS=force``): the statistics are computed with torch ops
 on the tensor's device, kept there and read back once per step.
 

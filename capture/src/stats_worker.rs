@@ -215,8 +215,14 @@ pub struct StatsWorker {
 }
 
 impl StatsWorker {
-    /// Starts the worker. `torch_threads`: as [`TensorInfo::torch_threads`].
-    pub fn new(opts: Options, torch_threads: Option<usize>) -> Result<StatsWorker> {
+    /// Starts the worker. `torch_threads`: as [`TensorInfo::torch_threads`]. `delay`: a pause
+    /// before each job, for tests only: it holds the worker back so that a missing write guard
+    /// shows as wrong statistics instead of depending on timing.
+    pub fn new(
+        opts: Options,
+        torch_threads: Option<usize>,
+        delay: Option<Duration>,
+    ) -> Result<StatsWorker> {
         let shared = Arc::new(Shared {
             queue: Mutex::new(Queue::default()),
             changed: Condvar::new(),
@@ -225,12 +231,6 @@ impl StatsWorker {
             torch_threads,
         });
         let s = Arc::clone(&shared);
-        // Tests hold each job back so that a missing write guard shows as wrong statistics
-        // instead of depending on timing.
-        let delay = std::env::var("NUMPROBE_STATS_THREAD_DELAY_MS")
-            .ok()
-            .and_then(|v| v.parse::<u64>().ok())
-            .map(Duration::from_millis);
         let handle = std::thread::Builder::new()
             .name("numprobe-stats".into())
             .spawn(move || s.worker_loop(delay))
@@ -358,7 +358,7 @@ mod tests {
         cases.push((data(2048, 5), "torch.float16", vec![4096]));
         cases.push((data(2048, 6), "torch.bfloat16", vec![64, 64]));
         for threads in [1, 2] {
-            let worker = StatsWorker::new(opts(), Some(threads)).unwrap();
+            let worker = StatsWorker::new(opts(), Some(threads), None).unwrap();
             for (id, (xs, dtype, shape)) in cases.iter().enumerate() {
                 let nbytes = if dtype.ends_with("float32") {
                     xs.len() * 4
@@ -437,7 +437,7 @@ mod tests {
     /// an id never submitted; every job is reported exactly once.
     #[test]
     fn complete_steals_queued_jobs_and_reports_each_once() {
-        let worker = StatsWorker::new(opts(), Some(1)).unwrap();
+        let worker = StatsWorker::new(opts(), Some(1), None).unwrap();
         let bufs: Vec<Vec<f32>> = (0..40).map(|i| data(200_000 + i, i as u32)).collect();
         for (i, b) in bufs.iter().enumerate() {
             let job = unsafe {

@@ -7,6 +7,7 @@ mod accuracy;
 
 use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
+use std::time::Duration;
 
 use capture::journal::{Fill, Meta, Record};
 use capture::stats::{TensorInfo, pending_record, tensor_record, type_name};
@@ -140,6 +141,10 @@ struct Session {
     torch_threads: Option<usize>,
     /// The id the next placeholder record gets (unique within the session's journal).
     next_pending: u64,
+    /// `close` also fsyncs the journal and JSON files (NUMPROBE_FSYNC, read by the package).
+    fsync: bool,
+    /// Pause of the statistics thread before each job (tests only; see `StatsWorker::new`).
+    stats_thread_delay: Option<Duration>,
 }
 
 impl Session {
@@ -231,7 +236,10 @@ impl Session {
 #[pymethods]
 impl Session {
     #[new]
-    #[pyo3(signature = (dir, task, level, framework, dump_data_dir, extra_info, summary_mode, precision="low", torch_threads=None))]
+    #[pyo3(signature = (
+        dir, task, level, framework, dump_data_dir, extra_info, summary_mode, precision="low",
+        torch_threads=None, *, fsync=false, stats_thread_delay_ms=None,
+    ))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         dir: PathBuf,
@@ -243,6 +251,8 @@ impl Session {
         summary_mode: &str,
         precision: &str,
         torch_threads: Option<usize>,
+        fsync: bool,
+        stats_thread_delay_ms: Option<u64>,
     ) -> PyResult<Session> {
         let opts = Options {
             mode: self::summary_mode(summary_mode)?,
@@ -279,6 +289,8 @@ impl Session {
             opts,
             torch_threads,
             next_pending: 0,
+            fsync,
+            stats_thread_delay: stats_thread_delay_ms.map(Duration::from_millis),
         })
     }
 
@@ -355,7 +367,8 @@ impl Session {
             )));
         }
         if self.worker.is_none() {
-            self.worker = Some(StatsWorker::new(self.opts, self.torch_threads).map_err(os_err)?);
+            let worker = StatsWorker::new(self.opts, self.torch_threads, self.stats_thread_delay);
+            self.worker = Some(worker.map_err(os_err)?);
         }
         let (rec, id) = self.placeholder(py, dtype, &shape, requires_grad, None, None)?;
         self.owners.insert(id, owner);
@@ -563,9 +576,9 @@ impl Session {
         let tensors = &mut self.tensors;
         let waited = py.detach(|| tensors.finish());
         if let Some(mut s) = self.inner.take() {
-            // A killed process loses nothing without fsync; NUMPROBE_FSYNC=1 also guards
-            // each finished step against a power cut, at a few ms per step.
-            if std::env::var_os("NUMPROBE_FSYNC").is_some_and(|v| v == "1") {
+            // A killed process loses nothing without fsync; `fsync` also guards each
+            // finished step against a power cut, at a few ms per step.
+            if self.fsync {
                 s.finish().map_err(os_err)?;
             } else {
                 s.write_json().map_err(os_err)?;

@@ -1,6 +1,7 @@
 """msprobe's config.json, read unchanged (keys, defaults and checks of msprobe 26.2); shared by the PyTorch and MindSpore adapters and free of framework imports."""
 import json
 import os
+from typing import Any, Dict, List, Mapping, Optional, Set
 
 TASKS = ("statistics", "tensor", "structure")
 LEVELS = ("L0", "L1", "mix")
@@ -13,7 +14,7 @@ class ConfigError(ValueError):
     pass
 
 
-def _list(cfg, key, where):
+def _list(cfg: Mapping[str, Any], key: str, where: str) -> List[Any]:
     v = cfg.get(key, [])
     if v is None:
         return []
@@ -25,7 +26,26 @@ def _list(cfg, key, where):
 class DumpConfig:
     """The options that change what is dumped, after the debugger's arguments are applied."""
 
-    def __init__(self, raw=None, task=None, dump_path=None, level=None, step=None):
+    task: str
+    dump_path: str
+    level: str
+    rank: List[Any]
+    step: List[Any]
+    async_dump: bool
+    extra_info: bool
+    precision: str
+    custom_op_namespaces: List[str]
+    risk_level: str
+    scope: List[str]
+    list: List[str]
+    tensor_list: List[str]
+    data_mode: List[str]
+    summary_mode: str
+    modes: Set[str]
+
+    def __init__(self, raw: Optional[Mapping[str, Any]] = None, task: Optional[str] = None,
+                 dump_path: Optional[str] = None, level: Optional[str] = None,
+                 step: Optional[List[Any]] = None) -> None:
         raw = dict(raw or {})
         self.task = task or raw.get("task", "statistics")
         if self.task not in TASKS:
@@ -87,8 +107,10 @@ class DumpConfig:
         self.modes = modes
 
     @classmethod
-    def load(cls, config_path=None, **overrides):
-        raw = {}
+    def load(cls, config_path: Optional[str] = None, **overrides: Any) -> "DumpConfig":
+        """The config.json at `config_path` (msprobe's defaults without one), with the
+        debugger's arguments (`task`, `dump_path`, `level`, `step`) applied over it."""
+        raw: Dict[str, Any] = {}
         if config_path is not None:
             if not os.path.isfile(config_path):
                 raise ConfigError(f"config file not found: {config_path}")
@@ -98,7 +120,8 @@ class DumpConfig:
                 raise ConfigError(f"{config_path}: top level must be an object")
         return cls(raw, **overrides)
 
-    def saves_tensors(self, entry_name):
+    def saves_tensors(self, entry_name: str) -> bool:
+        """Whether the tensors of entry `entry_name` are saved as files."""
         if self.task == "tensor":
             return True
         return any(s in entry_name for s in self.tensor_list)

@@ -1,6 +1,7 @@
 """msprobe's user API for MindSpore: PrecisionDebugger, seed_all and the MsprobeStep callback."""
 import os
 import random
+from typing import Any
 
 import mindspore as ms
 
@@ -13,28 +14,29 @@ class PrecisionDebugger(DebuggerBase):
 
     _instance = None
     _recorder_class = Recorder
+    recorder: Recorder
 
 
 class MsprobeStep(ms.train.Callback):
     """Dumps every training step of ``mindspore.train.Model``: start at step begin, stop and
     step at step end (pass it in ``callbacks=``)."""
 
-    def __init__(self, debugger):
+    def __init__(self, debugger: PrecisionDebugger) -> None:
         super().__init__()
         self.debugger = debugger
 
-    def on_train_begin(self, run_context):
+    def on_train_begin(self, run_context: Any) -> None:
         self.debugger.start()
 
-    def on_train_step_begin(self, run_context):
+    def on_train_step_begin(self, run_context: Any) -> None:
         self.debugger.start()
 
-    def on_train_step_end(self, run_context):
+    def on_train_step_end(self, run_context: Any) -> None:
         self.debugger.stop()
         self.debugger.step()
 
 
-def seed_all(seed=1234, mode=False, rm_dropout=False):
+def seed_all(seed: int = 1234, mode: bool = False, rm_dropout: bool = False) -> None:
     """Seeds Python and MindSpore like msprobe's ``seed_all``; ``mode`` turns on deterministic
     kernels; ``rm_dropout`` makes the dropout primitives keep everything."""
     if not isinstance(seed, int) or isinstance(seed, bool) or not 0 <= seed < 2**32:
@@ -50,7 +52,7 @@ def seed_all(seed=1234, mode=False, rm_dropout=False):
         _keep_all_dropout()
 
 
-def _keep_all_dropout():
+def _keep_all_dropout() -> None:
     from mindspore import ops
 
     for name in ("Dropout", "Dropout2D", "Dropout3D"):

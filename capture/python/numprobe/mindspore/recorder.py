@@ -24,6 +24,7 @@ import sys
 import threading
 import types
 from collections import OrderedDict, defaultdict
+from typing import Any, Dict, List, Tuple
 
 import numpy as np
 import mindspore as ms
@@ -37,14 +38,14 @@ try:
 except ImportError:  # pragma: no cover - older MindSpore
     _MsNumber = ()
 
-from .. import _native
 from .._scope import DumpScope
+from .._session import StepSession
 from . import _api_lists
 
 _PKG_DIR = os.path.dirname(os.path.abspath(__file__))
 _tls = threading.local()
 _active = [None]  # the recorder the API wrappers report to
-_param_hooks = {}  # parameter-gradient hook handles by '{cell}.{param}'
+_param_hooks: Dict[str, Any] = {}  # parameter-gradient hook handles by '{cell}.{param}'
 _BUILTINS = (bool, int, float, str, slice, type(Ellipsis))
 _DIFFERENTIABLE = ("Float", "BFloat", "Complex")
 
@@ -128,7 +129,7 @@ def _make_api_wrapper(orig, key):
     return numprobe_api
 
 
-_installed = []  # (owner, attr, original) of every replaced API
+_installed: List[Tuple[Any, str, Any]] = []  # (owner, attr, original) of every replaced API
 
 
 def install_api_wrappers():
@@ -160,21 +161,6 @@ def uninstall_api_wrappers():
         setattr(target, attr, orig)
 
 
-def _parse_ints(items):
-    out = set()
-    for it in items:
-        if isinstance(it, int) and not isinstance(it, bool):
-            out.add(it)
-        elif isinstance(it, str) and it.isdigit():
-            out.add(int(it))
-        elif isinstance(it, str) and "-" in it:
-            a, b = it.split("-", 1)
-            out.update(range(int(a), int(b) + 1))
-        else:
-            raise ValueError(f"bad step/rank item {it!r}")
-    return out
-
-
 def _current_rank():
     try:
         from mindspore.communication import GlobalComm, get_rank
@@ -199,15 +185,14 @@ def _stack_frames():
     return frames
 
 
-class Recorder:
+class Recorder(StepSession):
+    framework = "mindspore"
+    # msprobe's MindSpore flavour (numprobe._session.StepSession says how the other differs).
+    absolute_dump_path = True
+    data_dir_with_tensor_list = False
+
     def __init__(self, cfg):
-        self.cfg = cfg
-        self.steps = _parse_ints(cfg.step)
-        self.ranks = _parse_ints(cfg.rank)
-        self.step_no = 0
-        self.session = None
-        self.rank_dir = None
-        self.tensor_dir = None
+        super().__init__(cfg)
         self.running = False
         self.models_hooked = set()
         # Built once, like msprobe's: an open range stays open into the next step.
@@ -226,32 +211,12 @@ class Recorder:
         self.cell_stack = []  # forward and backward cells now running, innermost last
         self.cells_with_backward = set()  # Cells whose backward entry got data this step
 
-    def _step_selected(self):
-        return not self.steps or self.step_no in self.steps
+    def current_rank(self):
+        return _current_rank()
 
-    def ensure_session(self):
-        if self.session is not None:
-            return True
-        if not self._step_selected():
-            return False
-        rank = _current_rank()
-        if self.ranks and (rank if rank is not None else 0) not in self.ranks:
-            return False
-        root = os.path.abspath(self.cfg.dump_path)
-        sub = f"rank{rank}" if rank is not None else f"proc{os.getpid()}"
-        self.rank_dir = os.path.join(root, f"step{self.step_no}", sub)
-        os.makedirs(self.rank_dir, exist_ok=True)
-        saves = self.cfg.task == "tensor" or bool(self.cfg.tensor_list)
-        self.tensor_dir = os.path.join(self.rank_dir, "dump_tensor_data")
-        if saves:
-            os.makedirs(self.tensor_dir, exist_ok=True)
-        self.session = _native.Session(
-            self.rank_dir, self.cfg.task, self.cfg.level, "mindspore",
-            self.tensor_dir if self.cfg.task == "tensor" else None,
-            self.cfg.extra_info, "md5" if self.cfg.summary_mode == "md5" else "statistics",
-            self.cfg.precision,
-        )
-        return True
+    def session_options(self):
+        # msprobe 26.2 has no XOR checksum for MindSpore: `_tensor` writes those records itself.
+        return {"summary_mode": "md5" if self.cfg.summary_mode == "md5" else "statistics"}
 
     def start(self, model):
         _active[0] = self
@@ -281,19 +246,12 @@ class Recorder:
 
     def end_step(self):
         self.running = False
-        if self.session is not None:
-            self.session.close()
-            self.session = None
+        self.next_step()
         self._reset_counters()
-        self.step_no += 1
 
     def close(self):
         self.running = False
-        if self.session is not None:
-            try:
-                self.session.close()
-            finally:
-                self.session = None
+        self.close_session()
 
     # -- filters ---------------------------------------------------------------------------
     def _collect(self, name):
@@ -742,7 +700,7 @@ class Recorder:
 
 
 # -- jit executor ----------------------------------------------------------------------------
-_jit_installed = []
+_jit_installed: List[Tuple[Any, str, Any]] = []
 _jit_seen = [False]
 
 

@@ -4,6 +4,7 @@ Commands: run_ut (msprobe 26.2's acc_check, also accepted by that name) and mult
 (multi_acc_check), which replays on -n worker processes (default 8).
 """
 import sys
+from typing import Optional, Sequence
 
 COMMANDS = {
     "run_ut": False,
@@ -13,10 +14,10 @@ COMMANDS = {
 }
 
 
-def main(argv=None):
+def main(argv: Optional[Sequence[str]] = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0] not in COMMANDS:
-        print(__doc__.strip(), file=sys.stderr)
+        print((__doc__ or "").strip(), file=sys.stderr)
         return 2
     from .run_ut.cli import main as run_ut_main
 

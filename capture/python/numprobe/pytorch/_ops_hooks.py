@@ -24,6 +24,7 @@ never calls these APIs; a wrapped call goes through `Recorder.call_api`, so coun
 """
 import importlib
 import sys
+from typing import Any, Dict, List, Optional, Set, Tuple
 
 import torch
 
@@ -31,11 +32,12 @@ from . import _api_lists
 
 DEFAULT_CUSTOM_OP_NAMESPACES = ("_C_ascend",)
 
-_PATCHED = []  # (owner, attribute, original), in patching order
-_WRAPPED_NAMESPACES = set()
+_PATCHED: List[Tuple[Any, str, Any]] = []  # (owner, attribute, original), in patching order
+_WRAPPED_NAMESPACES: Set[str] = set()
 _NPU_DONE = [False]
-_SCHEMA_OPS = {}  # namespace -> operator names without an overload name
-_rec = None  # the recorder module (it imports this one), bound at install()
+# namespace -> operator names without an overload name
+_SCHEMA_OPS: Dict[Optional[str], List[str]] = {}
+_rec = None  # the recorder's API module (it imports this one), bound at install()
 
 
 class _PacketWrapper:
@@ -167,7 +169,7 @@ def install(cfg):
     """Wraps the torch_npu APIs (when torch_npu imports) and the configured `torch.ops`
     namespaces; repeated calls only add what is new."""
     global _rec
-    from . import recorder as _rec
+    from . import _api_hooks as _rec
 
     _install_npu()
     namespaces = getattr(cfg, "custom_op_namespaces", None)

@@ -1,6 +1,7 @@
 """msprobe's user API for PyTorch: PrecisionDebugger, seed_all, module_dump."""
 import os
 import random
+from typing import Dict
 
 import torch
 
@@ -13,9 +14,11 @@ class PrecisionDebugger(DebuggerBase):
 
     _instance = None
     _recorder_class = Recorder
+    recorder: Recorder
 
 
-def seed_all(seed=1234, mode=False, rm_dropout=False, is_enhanced=False):
+def seed_all(seed: int = 1234, mode: bool = False, rm_dropout: bool = False,
+             is_enhanced: bool = False) -> None:
     """Seeds Python, numpy and torch (and CUDA when present) like msprobe's ``seed_all``;
     ``mode`` turns on deterministic algorithms; ``rm_dropout`` sets every dropout's p to 0."""
     if not isinstance(seed, int) or isinstance(seed, bool) or not 0 <= seed < 2**32:
@@ -40,7 +43,7 @@ def seed_all(seed=1234, mode=False, rm_dropout=False, is_enhanced=False):
         _remove_dropout()
 
 
-def _remove_dropout():
+def _remove_dropout() -> None:
     import torch.nn.functional as F
 
     for name in ("dropout", "dropout1d", "dropout2d", "dropout3d", "alpha_dropout",
@@ -59,10 +62,10 @@ def _remove_dropout():
         setattr(F, name, make(orig))
 
 
-_module_dump_state = {}
+_module_dump_state: Dict[int, bool] = {}
 
 
-def module_dump(module, dump_name):
+def module_dump(module: torch.nn.Module, dump_name: str) -> None:
     """Dump only `module` (as ``Module.{dump_name}.{Class}``) until ``module_dump_end()``."""
     dbg = PrecisionDebugger._get()
     rec = dbg.recorder
@@ -80,7 +83,8 @@ def module_dump(module, dump_name):
     rec.module_enabled = True
 
 
-def module_dump_end():
+def module_dump_end() -> None:
+    """Ends what ``module_dump`` started and writes the JSON files recorded so far."""
     dbg = PrecisionDebugger._get()
     dbg.recorder.module_enabled = False
     if dbg.recorder.session is not None:

@@ -7,6 +7,7 @@ import os
 import re
 import sys
 import time
+from typing import Optional, Sequence
 
 import torch
 
@@ -133,7 +134,9 @@ def save_tensors(folder, prefix, element):
     walk(element)
 
 
-def main(argv=None, prog="run_ut", multi=False):
+def main(argv: Optional[Sequence[str]] = None, prog: str = "run_ut", multi: bool = False) -> int:
+    """Runs msprobe's run_ut (`multi`: multi_run_ut) on command-line arguments `argv`; the exit
+    status (2 for bad options or unreadable inputs)."""
     args = build_parser(prog, multi).parse_args(argv)
     try:
         return _run(args)

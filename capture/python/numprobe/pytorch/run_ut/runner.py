@@ -4,9 +4,11 @@ import collections
 import multiprocessing
 import os
 import time
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import torch
 
+from ... import _settings
 from . import compare as cmp
 from . import executor as ex
 from .dump import split_api_name
@@ -23,20 +25,21 @@ FLOAT_OUT = {"torch.float16", "torch.bfloat16", "torch.float32", "torch.float64"
 class ApiResult:
     """The verdict of one API and what -save_error_data keeps of it."""
 
-    def __init__(self, name):
+    def __init__(self, name: str) -> None:
         self.name = name
         self.fwd_status = self.bwd_status = cmp.SPACE
-        self.fwd_rows, self.bwd_rows = [], []
-        self.tensors = {}
+        self.fwd_rows: List[Any] = []
+        self.bwd_rows: List[Any] = []
+        self.tensors: Dict[str, Any] = {}
 
     @classmethod
-    def skipped(cls, name, message):
+    def skipped(cls, name: str, message: str) -> "ApiResult":
         r = cls(name)
         r.fwd_status = r.bwd_status = "SKIP"
         r.fwd_rows = [cmp.blank_row("SKIP", message)]
         return r
 
-    def settle(self):
+    def settle(self) -> "ApiResult":
         """Waits for deferred detail rows and rolls their statuses up; raises what computing
         them raised."""
         if self.fwd_status is None:
@@ -45,11 +48,11 @@ class ApiResult:
             self.bwd_status = cmp.rollup(self.bwd_rows)
         return self
 
-    def ready(self):
+    def ready(self) -> bool:
         """Whether settle() would not wait."""
         return all(r.ready() for r in self.fwd_rows) and all(r.ready() for r in self.bwd_rows)
 
-    def result_cells(self):
+    def result_cells(self) -> List[str]:
         cells = [self.name, self.fwd_status, self.bwd_status]
         if self.fwd_status == "SKIP":
             cells.append(self.fwd_rows[0].message)
@@ -57,20 +60,20 @@ class ApiResult:
             cells.append(self.bwd_rows[0].message)
         return cells
 
-    def lines(self):
+    def lines(self) -> Tuple[str, List[str]]:
         """(result CSV record, detail CSV records) as text."""
         details = [r.line(f"{self.name}.forward.output.{i}") for i, r in enumerate(self.fwd_rows)]
         details += [r.line(f"{self.name}.backward.output.{i}") for i, r in enumerate(self.bwd_rows)]
         return cmp.csv_line(self.result_cells()), details
 
-    def failed(self):
+    def failed(self) -> bool:
         return self.fwd_status != "pass" or self.bwd_status not in ("pass", cmp.SPACE)
 
 
 class Timer:
     """Seconds spent re-executing APIs versus judging them (for the overhead check)."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.execute = 0.0
         self.judge = 0.0
 
@@ -204,7 +207,9 @@ def judge_api(r, routing="26.2", timer=None, defer=False, batch=None):
     return result
 
 
-def replay_api(name, entry, bwd_entry, tensor_dir, routing="26.2", timer=None, judge=True):
+def replay_api(name: str, entry: Dict[str, Any], bwd_entry: Optional[Dict[str, Any]],
+               tensor_dir: Optional[str], routing: str = "26.2", timer: Optional[Timer] = None,
+               judge: bool = True) -> ApiResult:
     """Re-runs one forward entry (and its backward) and judges it; raises on failure."""
     r = execute_api(name, entry, bwd_entry, tensor_dir, timer)
     if not judge:
@@ -215,7 +220,9 @@ def replay_api(name, entry, bwd_entry, tensor_dir, routing="26.2", timer=None, j
 class Job:
     """Everything a worker needs to replay APIs by name."""
 
-    def __init__(self, forward, backward, tensor_dir, white_list, black_list, routing="26.2"):
+    def __init__(self, forward: Dict[str, Dict[str, Any]], backward: Dict[str, Dict[str, Any]],
+                 tensor_dir: Optional[str], white_list: Optional[Sequence[str]],
+                 black_list: Optional[Sequence[str]], routing: str = "26.2") -> None:
         self.forward = forward
         self.backward = backward
         self.tensor_dir = tensor_dir
@@ -381,13 +388,13 @@ def _run_overlapped(job, names, sink, timer, keep_tensors):
             sink(done.name, *_finish(job.settle_one(done, timer)))
 
 
-def spare_core():
+def spare_core() -> bool:
     """Whether torch leaves a core to the metrics thread (fewer torch threads than usable
     cores); with every core in torch's hands the metrics run inline, as they cost the same CPU
     either way. NUMPROBE_RUN_UT_OVERLAP=1/0 forces the answer."""
-    forced = os.environ.get("NUMPROBE_RUN_UT_OVERLAP", "")
-    if forced in ("0", "1"):
-        return forced == "1"
+    forced = _settings.run_ut_overlap()
+    if forced is not None:
+        return forced
     try:
         cores = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
@@ -395,7 +402,10 @@ def spare_core():
     return torch.get_num_threads() < cores
 
 
-def run_all(job, names, sink, workers=1, timer=None, overlap=None, keep_tensors=True):
+def run_all(job: Job, names: Sequence[str],
+            sink: Callable[[str, Tuple[str, List[str]], bool, Optional[Dict[str, Any]]], Any],
+            workers: int = 1, timer: Optional[Timer] = None, overlap: Optional[bool] = None,
+            keep_tensors: bool = True) -> None:
     """Replays `names` in order and hands each result to `sink(name, lines, failed, tensors)`;
     with workers > 1 the APIs run on that many processes, results still arrive in dump order.
     With one process, `overlap` computes each API's metrics on the metrics thread while torch

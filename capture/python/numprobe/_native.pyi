@@ -1,0 +1,143 @@
+"""Types of ``numprobe._native``, the Rust extension module (capture/py/src).
+
+Pointers are the integer addresses of contiguous CPU memory the caller keeps alive for the
+call (``tensor.data_ptr()``, ``array.ctypes.data``), with its length in bytes."""
+import os
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
+
+_Path = Union[str, os.PathLike[str]]
+#: A statistic handed to ``Session.fill``.
+_Stat = Union[None, bool, int, float]
+#: One side of an accuracy comparison: (data_ptr, numel, numpy dtype name, shape, torch dtype
+#: name), e.g. ``(t.data_ptr(), t.numel(), "float32", [2, 3], "torch.bfloat16")``.
+_Side = Tuple[int, int, str, Sequence[int], str]
+#: (status, message, CSV record after the API Name cell) of one detail row.
+_RowTexts = Tuple[str, str, str]
+
+class TensorRec:
+    """A finished tensor record, opaque to Python: placed inside entry bodies."""
+
+class Session:
+    """The capture of one rank directory: the crash-safe journal, statistics, tensor files."""
+
+    def __init__(
+        self,
+        dir: _Path,
+        task: str,
+        level: str,
+        framework: str,
+        dump_data_dir: Optional[str],
+        extra_info: bool,
+        summary_mode: str,
+        precision: str = "low",
+        torch_threads: Optional[int] = None,
+        *,
+        fsync: bool = False,
+        stats_thread_delay_ms: Optional[int] = None,
+    ) -> None: ...
+    def tensor(
+        self,
+        ptr: int,
+        nbytes: int,
+        dtype: str,
+        shape: Sequence[int],
+        requires_grad: Optional[bool],
+        data_name: Optional[str] = None,
+        stats: bool = True,
+        mean_norm: Optional[Tuple[float, float]] = None,
+    ) -> TensorRec: ...
+    def tensor_async(
+        self,
+        ptr: int,
+        nbytes: int,
+        dtype: str,
+        shape: Sequence[int],
+        requires_grad: Optional[bool],
+        owner: object,
+    ) -> Tuple[TensorRec, int]: ...
+    def reap(
+        self, wait_for: Optional[Sequence[int]] = None, all: bool = False
+    ) -> List[Tuple[int, Optional[TensorRec]]]: ...
+    def pending_tensor(
+        self,
+        dtype: str,
+        shape: Sequence[int],
+        requires_grad: Optional[bool],
+        data_name: Optional[str] = None,
+        crc: Optional[Tuple[int, int]] = None,
+    ) -> Tuple[TensorRec, int]: ...
+    def fill(self, rows: Sequence[Tuple[int, _Stat, _Stat, _Stat, _Stat]]) -> None: ...
+    def pending_count(self) -> int: ...
+    def save_tensor(
+        self,
+        path: _Path,
+        ptr: int,
+        nbytes: int,
+        dtype: str,
+        shape: Sequence[int],
+        location: str = "cpu",
+    ) -> None: ...
+    def entry(self, name: str, body: Dict[str, Any], reinsert: bool = False) -> None: ...
+    def remove(self, name: str) -> None: ...
+    def stack(self, name: str, frames: Sequence[str]) -> int: ...
+    def stack_ref(self, name: str, group: int) -> None: ...
+    def construct(self, name: str, parent: Optional[str] = None) -> None: ...
+    def has_entry(self, name: str) -> bool: ...
+    def write_json(self) -> None: ...
+    def close(self) -> None: ...
+
+def fingerprint(ptr: int, nbytes: int) -> int: ...
+def torch_order_mean_norm(ptr: int, nbytes: int, threads: int) -> Tuple[float, float]: ...
+def recover(dir: _Path) -> List[Tuple[str, int, int, int]]: ...
+
+class DetailRow:
+    """The detail row of one output (``accuracy_checking_details_*.csv``)."""
+
+    @property
+    def status(self) -> str: ...
+    @property
+    def message(self) -> str: ...
+    def cells(self) -> List[str]: ...
+    def csv_line(self, row_name: str) -> str: ...
+    def as_dict(self) -> List[Tuple[str, str]]: ...
+
+class PendingRow:
+    """A detail row computed on the metrics thread."""
+
+    def wait(self) -> DetailRow: ...
+    def done(self) -> bool: ...
+
+class PendingBatch:
+    """The detail rows of several APIs computed on the metrics thread."""
+
+    def wait(self) -> List[Tuple[bool, str, List[_RowTexts]]]: ...
+    def done(self) -> bool: ...
+
+def check_output(
+    api_name: str, bench: _Side, device: _Side, fp8_input: bool = False, routing: str = "26.2"
+) -> DetailRow: ...
+def check_output_async(
+    api_name: str,
+    bench: _Side,
+    device: _Side,
+    keep: object,
+    fp8_input: bool = False,
+    routing: str = "26.2",
+) -> PendingRow: ...
+def check_outputs(
+    api_name: str,
+    pairs: Sequence[Tuple[_Side, _Side]],
+    fp8_input: bool = False,
+    routing: str = "26.2",
+) -> Tuple[str, List[_RowTexts]]: ...
+def check_outputs_async(
+    items: Sequence[Tuple[str, Sequence[Tuple[_Side, _Side]], bool]],
+    keep: object,
+    routing: str = "26.2",
+) -> PendingBatch: ...
+def rollup_statuses(statuses: Sequence[str]) -> str: ...
+def standard_for(
+    api_name: str, out_dtype: str, in_dtype: str = "torch.float32", routing: str = "26.2"
+) -> str: ...
+def bare_api_name(full: str) -> Optional[str]: ...
+def detail_header() -> List[str]: ...

@@ -1,0 +1,99 @@
+"""The Rust session of the current step and rank, shared by the PyTorch and MindSpore recorders.
+
+`StepSession.ensure_session` opens `{dump_path}/step{n}/{rank{r}|proc{pid}}` the first time a
+selected step records something, as msprobe does; the adapters supply what depends on the
+framework: its name, how the rank is found, and where msprobe's two flavours differ (below).
+"""
+import os
+from typing import Any, Dict, Iterable, Optional, Set
+
+from . import _native, _settings
+from .config import DumpConfig
+
+
+def parse_ints(items: Iterable[Any]) -> Set[int]:
+    """msprobe's `step`/`rank` lists: ints, digit strings and inclusive "a-b" ranges."""
+    out: Set[int] = set()
+    for it in items:
+        if isinstance(it, int) and not isinstance(it, bool):
+            out.add(it)
+        elif isinstance(it, str) and it.isdigit():
+            out.add(int(it))
+        elif isinstance(it, str) and "-" in it:
+            a, b = it.split("-", 1)
+            out.update(range(int(a), int(b) + 1))
+        else:
+            raise ValueError(f"bad step/rank item {it!r}")
+    return out
+
+
+class StepSession:
+    """Step counting and the session of the current step; a recorder's base class."""
+
+    #: `framework` of dump.json ("pytorch", "mindspore"); also selects the Rust statistics rules.
+    framework = ""
+    #: msprobe's MindSpore config makes `dump_path` absolute, its PyTorch config keeps it as
+    #: given: dump.json's `dump_data_dir` shows the difference.
+    absolute_dump_path = False
+    #: msprobe's PyTorch dump.json names the tensor folder whenever tensors are saved; its
+    #: MindSpore one for task "tensor" only (a statistics `tensor_list` leaves it null).
+    data_dir_with_tensor_list = True
+
+    def __init__(self, cfg: DumpConfig) -> None:
+        self.cfg = cfg
+        self.steps = parse_ints(cfg.step)
+        self.ranks = parse_ints(cfg.rank)
+        self.step_no = 0
+        self.session: Optional[_native.Session] = None
+        self.rank_dir: Optional[str] = None
+        self.tensor_dir: Optional[str] = None
+
+    # -- framework hooks -------------------------------------------------------------------
+    def current_rank(self) -> Optional[int]:
+        """The process's rank in a distributed run, None when there is none."""
+        return None
+
+    def session_options(self) -> Dict[str, Any]:
+        """Keyword arguments of `numprobe._native.Session` that depend on the framework."""
+        return {"summary_mode": self.cfg.summary_mode}
+
+    def session_opened(self) -> None:
+        """Called once the session of a step is open."""
+
+    # -- shared ----------------------------------------------------------------------------
+    def ensure_session(self) -> bool:
+        """Opens the session of the current step unless `step`/`rank` leave it out; whether
+        one is open."""
+        if self.session is not None:
+            return True
+        cfg = self.cfg
+        if self.steps and self.step_no not in self.steps:
+            return False
+        rank = self.current_rank()
+        if self.ranks and (rank if rank is not None else 0) not in self.ranks:
+            return False
+        root = os.path.abspath(cfg.dump_path) if self.absolute_dump_path else cfg.dump_path
+        sub = f"rank{rank}" if rank is not None else f"proc{os.getpid()}"
+        self.rank_dir = os.path.join(root, f"step{self.step_no}", sub)
+        saves = cfg.task == "tensor" or bool(cfg.tensor_list)
+        self.tensor_dir = os.path.join(self.rank_dir, "dump_tensor_data") if saves else None
+        if self.tensor_dir is not None:
+            os.makedirs(self.tensor_dir, exist_ok=True)
+        named = self.tensor_dir if (self.data_dir_with_tensor_list or cfg.task == "tensor") else None
+        self.session = _native.Session(
+            self.rank_dir, cfg.task, cfg.level, self.framework, named, cfg.extra_info,
+            precision=cfg.precision, fsync=_settings.fsync(), **self.session_options(),
+        )
+        self.session_opened()
+        return True
+
+    def close_session(self) -> None:
+        """Finishes the current step's files (tensor files, JSON) and closes its journal."""
+        if self.session is not None:
+            s, self.session = self.session, None
+            s.close()
+
+    def next_step(self) -> None:
+        """Closes the current step's session and counts the step."""
+        self.close_session()
+        self.step_no += 1

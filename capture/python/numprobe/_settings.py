@@ -1,0 +1,71 @@
+"""Every environment variable the numprobe package reads, with its default and meaning.
+
+Code elsewhere in the package calls the accessors below instead of reading ``os.environ``, so
+this table is the whole list (the README's "Environment variables" table repeats it; a test
+checks they agree). What config.json says is msprobe's configuration (``numprobe.config``);
+these knobs only tune how numprobe gets the same dump.
+"""
+import os
+from typing import NamedTuple, Optional
+
+
+class Knob(NamedTuple):
+    name: str
+    default: str
+    meaning: str
+
+
+DEVICE_STATS = Knob(
+    "NUMPROBE_DEVICE_STATS", "auto",
+    "where the statistics of PyTorch tensors are computed: `auto` on the tensor's device for "
+    "non-CPU tensors, `force` on the device path for CPU tensors too, `off` on the host")
+DEVICE_STATS_BOUND = Knob(
+    "NUMPROBE_DEVICE_STATS_BOUND", "4096",
+    "device tensors whose statistics may wait for one readback")
+ASYNC_STATS = Knob(
+    "NUMPROBE_ASYNC_STATS", "auto",
+    "statistics of large CPU tensors on a second thread: `1` on, `0` off, otherwise on when "
+    "torch leaves a core idle (single-process runs)")
+RUN_UT_OVERLAP = Knob(
+    "NUMPROBE_RUN_UT_OVERLAP", "auto",
+    "run_ut computes metrics on a thread while torch runs the next APIs: `1` on, `0` off, "
+    "otherwise on when torch leaves a core idle")
+FSYNC = Knob(
+    "NUMPROBE_FSYNC", "0",
+    "`1`: each finished step's journal and JSON files are fsynced (a killed process loses "
+    "nothing without it; this guards against a power cut)")
+
+KNOBS = (DEVICE_STATS, DEVICE_STATS_BOUND, ASYNC_STATS, RUN_UT_OVERLAP, FSYNC)
+
+
+def raw(knob: Knob) -> str:
+    """The knob's value as set, else its default."""
+    return os.environ.get(knob.name, knob.default)
+
+
+def _forced(knob: Knob) -> Optional[bool]:
+    v = raw(knob)
+    return v == "1" if v in ("0", "1") else None
+
+
+def device_stats() -> str:
+    """``auto``, ``force`` or ``off`` (others are refused where the recorder takes it)."""
+    return raw(DEVICE_STATS)
+
+
+def device_stats_bound() -> int:
+    return int(raw(DEVICE_STATS_BOUND))
+
+
+def async_stats() -> Optional[bool]:
+    """True/False when forced, None to decide from the machine."""
+    return _forced(ASYNC_STATS)
+
+
+def run_ut_overlap() -> Optional[bool]:
+    """True/False when forced, None to decide from the machine."""
+    return _forced(RUN_UT_OVERLAP)
+
+
+def fsync() -> bool:
+    return raw(FSYNC) == "1"

@@ -1,0 +1,56 @@
+"""Call stacks for stack.json: cached by code object and line, and journaled as a reference to
+their group when a call site repeats within a session."""
+import linecache
+import os
+import sys
+
+import torch.overrides
+
+# Frames of numprobe itself and of torch's dispatch to the mode are not the script's.
+_PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_OVERRIDES_FILE = os.path.abspath(torch.overrides.__file__)
+
+
+class Stacks:
+    """The recorder's stack part (a mixin of ``Recorder``)."""
+
+    def _init_stacks(self):
+        self.stack_cache = {}  # call-site key -> (frames, code objects)
+        self.stack_gids = {}  # call-site key -> stack group of the current session
+
+    def stack(self, skip_code=None):
+        """The caller's frames (from two levels up) as stack.json lines, and the key they are
+        cached under: the ids of the frames' code objects and their line numbers (the cached
+        value keeps the code objects alive, so an id cannot be reused while it is a key)."""
+        f = sys._getframe(2)
+        ids = [id(skip_code)]
+        add = ids.append
+        while f is not None:
+            add(id(f.f_code))
+            add(f.f_lineno)
+            f = f.f_back
+        key = tuple(ids)
+        hit = self.stack_cache.get(key)
+        if hit is not None:
+            return key, hit[0]
+        frames, codes = [], [skip_code]
+        f = sys._getframe(2)
+        while f is not None:
+            code = f.f_code
+            codes.append(code)
+            fn = code.co_filename
+            if code is not skip_code and not fn.startswith(_PKG_DIR) and fn != _OVERRIDES_FILE:
+                src = linecache.getline(fn, f.f_lineno).strip()
+                if src:
+                    frames.append(f"File {fn}, line {f.f_lineno}, in {code.co_name}, \n {src}")
+            f = f.f_back
+        self.stack_cache[key] = (frames, codes)
+        return key, frames
+
+    def _record_stack(self, entry, key, frames):
+        # A call site seen before in this session is journaled as a reference to its group.
+        gid = self.stack_gids.get(key)
+        if gid is None:
+            self.stack_gids[key] = self.session.stack(entry, frames)
+        else:
+            self.session.stack_ref(entry, gid)
