@@ -369,7 +369,9 @@ impl TensorSource for DumpDirSource {
         data_name: &str,
     ) -> std::result::Result<dumpfmt::tensor::Tensor, String> {
         let dir = if npu { &self.npu_dir } else { &self.bench_dir };
-        let path = dir.join(data_name);
+        // The one rule every reader of a dump applies: a plain file name, no link out of the
+        // directory, no FIFO or device file (which would block or never end).
+        let path = dumpfmt::layout::resolve_data_name(dir, data_name).map_err(|e| e.to_string())?;
         let t = dumpfmt::tensor::read_tensor(&path).map_err(|e| e.to_string())?;
         if !crate::tensor::is_compared(t.dtype()) {
             return Err(format!(

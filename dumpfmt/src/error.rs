@@ -63,9 +63,13 @@ pub enum DataNameProblem {
     /// Not a plain file name: empty, `.`, `..`, absolute, or holding a path separator.
     #[error("not a file name")]
     NotAFileName,
-    /// No such file (or not a regular file) in the directory.
+    /// No such file in the directory.
     #[error("no such file in the tensor directory")]
     Missing,
+    /// Something that is not a regular file: a directory, FIFO, socket or device (reading one
+    /// can block forever or never end).
+    #[error("not a regular file")]
+    NotRegularFile,
     /// A symbolic link whose target lies outside the directory.
     #[error("a link to {target}, outside the tensor directory")]
     OutsideDir { target: PathBuf },

@@ -290,7 +290,7 @@ pub fn resolve_data_name(tensor_dir: &Path, data_name: &str) -> Result<PathBuf> 
         return Ok(path);
     }
     if !meta.file_type().is_symlink() {
-        return Err(refuse(DataNameProblem::Missing));
+        return Err(refuse(DataNameProblem::NotRegularFile));
     }
     // A link: its final target must lie under the directory's own real path (which may itself
     // be reached through links, e.g. a dump moved to another disk and linked back).
@@ -306,7 +306,7 @@ pub fn resolve_data_name(tensor_dir: &Path, data_name: &str) -> Result<PathBuf> 
         return Err(refuse(DataNameProblem::OutsideDir { target }));
     }
     if !target.is_file() {
-        return Err(refuse(DataNameProblem::Missing));
+        return Err(refuse(DataNameProblem::NotRegularFile));
     }
     Ok(path)
 }

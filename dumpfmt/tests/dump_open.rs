@@ -208,12 +208,22 @@ fn names_that_are_not_plain_file_names_are_refused() {
     let e = rank.tensor("missing.pt").unwrap_err();
     assert!(e.to_string().contains("\"missing.pt\""), "{e}");
     assert_eq!(refusal(e).2, DataNameProblem::Missing);
-    // A directory is no tensor file either.
+    // A directory is no tensor file either, nor a FIFO (opening one would block forever).
     std::fs::create_dir(rank_path.join("dump_tensor_data/d.pt")).unwrap();
     assert_eq!(
         refusal(rank.tensor("d.pt").unwrap_err()).2,
-        DataNameProblem::Missing
+        DataNameProblem::NotRegularFile
     );
+    #[cfg(unix)]
+    {
+        let fifo = rank_path.join("dump_tensor_data/fifo.pt");
+        let made = std::process::Command::new("mkfifo").arg(&fifo).status();
+        assert!(made.is_ok_and(|s| s.success()), "mkfifo failed");
+        assert_eq!(
+            refusal(rank.tensor("fifo.pt").unwrap_err()).2,
+            DataNameProblem::NotRegularFile
+        );
+    }
 
     // In dump.json such a name is a schema error naming the record, before any file is read.
     for hostile in ["../outside.pt", "/etc/passwd", "sub/a.pt"] {
