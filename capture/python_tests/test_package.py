@@ -102,3 +102,15 @@ def test_only_settings_reads_the_environment():
             if line is not None:
                 found.append(f"{os.path.relpath(path, PKG)}:{line}")
     assert not found
+
+
+def test_a_malformed_knob_is_refused_by_name(monkeypatch):
+    monkeypatch.setenv("NUMPROBE_DEVICE_STATS_BOUND", "many")
+    try:
+        _settings.device_stats_bound()
+    except ValueError as e:
+        assert "NUMPROBE_DEVICE_STATS_BOUND='many'" in str(e)
+    else:
+        raise AssertionError("a malformed bound was accepted")
+    monkeypatch.setenv("NUMPROBE_DEVICE_STATS_BOUND", "12")
+    assert _settings.device_stats_bound() == 12

@@ -54,7 +54,14 @@ def device_stats() -> str:
 
 
 def device_stats_bound() -> int:
-    return int(raw(DEVICE_STATS_BOUND))
+    v = raw(DEVICE_STATS_BOUND)
+    try:
+        n = int(v)
+    except ValueError:
+        n = -1
+    if n < 0:
+        raise ValueError(f"{DEVICE_STATS_BOUND.name}={v!r}: expected a count (0 or more)")
+    return n
 
 
 def async_stats() -> Optional[bool]:
