@@ -1,10 +1,11 @@
 //! wgpu path: the fused statistics kernel on any Vulkan adapter (a real GPU, or lavapipe on CPU).
 //!
-//! - [`context`]: instance, adapter and device, separate from the kernels.
-//! - [`stats_kernel`]: pipelines of `stats.wgsl`, record decoding, and the error bound.
-//! - [`stream`]: one tensor, in chunks through a ring of two reused staging buffers.
-//! - [`batch`]: many small tensors packed in one buffer, one dispatch, one readback.
-//! - [`resident`]: data already on the device (for benchmarks), with timestamp queries.
+//! Its private modules:
+//! - `context`: instance, adapter and device, separate from the kernels.
+//! - `stats_kernel`: pipelines of `stats.wgsl`, record decoding, and the error bound.
+//! - `stream`: one tensor, in chunks through a ring of two reused staging buffers.
+//! - `batch`: many small tensors packed in one buffer, one dispatch, one readback.
+//! - `resident`: data already on the device (for benchmarks), with timestamp queries.
 //!
 //! Only f32, f16 and bf16 are handled here ([`Gpu::supports`]); 16-bit types are read as packed
 //! u32 words, so no adapter feature beyond plain WebGPU is needed.
