@@ -26,9 +26,9 @@ use std::time::{Duration, Instant};
 use half::{bf16, f16};
 use stats_gpu::gpu::{Gpu, GpuTensor, PAIR_SUM_REL_TOL, PairData, PairPartials};
 use stats_gpu::{ElemType, Partials, TensorView, reference};
-use ulp::DeviceFamily;
-use ulp::elem::{FloatKind, Work};
+use ulp::elem::Work;
 use ulp::fused::{FusedStats, Params, fused_stats};
+use ulp::{DType, DeviceFamily};
 
 const DATASHEET_GBS: f64 = 4800.0;
 
@@ -510,7 +510,7 @@ fn pair_section(gpu: &Gpu, mib: usize, reps: u32, copy_gbs: f64) -> Result<bool,
                 let t = gpu
                     .pair_resident_timing(&bench[..], &device[..], &params, reps)
                     .map_err(e)?;
-                let p = Params::new(family, FloatKind::F32, FloatKind::F32);
+                let p = Params::new(family, DType::F32, DType::F32);
                 let c = fused_stats::<f32, f32, f32, f64>(&bench, &device, &p);
                 let bad = pair_mismatch(&t.partials, &c);
                 (t, bad)
@@ -520,7 +520,7 @@ fn pair_section(gpu: &Gpu, mib: usize, reps: u32, copy_gbs: f64) -> Result<bool,
                 let t = gpu
                     .pair_resident_timing(&bench[..], PairData::F16(&d), &params, reps)
                     .map_err(e)?;
-                let p = Params::new(family, FloatKind::F32, FloatKind::F16);
+                let p = Params::new(family, DType::F32, DType::F16);
                 let c = fused_stats::<f32, f16, f32, f32>(&bench, &d, &p);
                 let bad = pair_mismatch(&t.partials, &c);
                 (t, bad)
@@ -532,7 +532,7 @@ fn pair_section(gpu: &Gpu, mib: usize, reps: u32, copy_gbs: f64) -> Result<bool,
                     .map_err(e)?;
                 // msprobe hands bf16 to numpy as float32 values.
                 let d32: Vec<f32> = d.iter().map(|x| x.to_f32()).collect();
-                let p = Params::new(family, FloatKind::F32, FloatKind::F32);
+                let p = Params::new(family, DType::F32, DType::F32);
                 let c = fused_stats::<f32, f32, f32, f32>(&bench, &d32, &p);
                 let bad = pair_mismatch(&t.partials, &c);
                 (t, bad)

@@ -16,7 +16,8 @@ mod edges;
 use std::time::Instant;
 
 use half::f16;
-use ulp::elem::{Elem, FloatKind, Work};
+use ulp::DType;
+use ulp::elem::{Elem, Work};
 use ulp::fused::{DeviceFamily, FusedStats, Params, Scope, fused_stats};
 
 /// xorshift64: deterministic uniform values in [0, 1).
@@ -75,7 +76,7 @@ fn digest<B: Elem, D: Elem, W: Work, U: Work>(
     d: &[D],
     fam: DeviceFamily,
 ) -> String {
-    let p = Params::new(fam, B::KIND, D::KIND);
+    let p = Params::new(fam, B::DTYPE, D::DTYPE);
     let s: FusedStats<W, U> = fused_stats(b, d, &p);
     format!("{name} n={} {:?} mean_rel={:?}", b.len(), s, s.mean_rel())
 }
@@ -176,7 +177,7 @@ fn time_one<B: Elem, D: Elem, W: Work, U: Work>(
     scope: Scope,
     reps: usize,
 ) -> (f64, f64) {
-    let p = Params::new(fam, B::KIND, D::KIND).with_scope(scope);
+    let p = Params::new(fam, B::DTYPE, D::DTYPE).with_scope(scope);
     let (mut wall, mut cpu) = (Vec::new(), Vec::new());
     for _ in 0..reps {
         let (t0, c0) = (Instant::now(), process_cpu_s());
@@ -236,8 +237,7 @@ fn run_time(mi: usize, reps: usize) {
 }
 
 fn run_sizes(reps: usize) {
-    let p =
-        Params::new(DeviceFamily::F32, FloatKind::F64, FloatKind::F32).with_scope(Scope::Benchmark);
+    let p = Params::new(DeviceFamily::F32, DType::F64, DType::F32).with_scope(Scope::Benchmark);
     let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
     println!(
         "reps={reps} threads={} loadavg: {}",

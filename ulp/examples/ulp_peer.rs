@@ -7,7 +7,7 @@
 use std::time::Instant;
 
 use half::f16;
-use ulp::{DeviceFamily, FloatData, all_metrics};
+use ulp::{DeviceFamily, Elems, all_metrics};
 
 enum Owned {
     F16(Vec<f16>),
@@ -40,11 +40,11 @@ fn load(path: &str, dtype: &str) -> Result<Owned, String> {
     })
 }
 
-fn view(o: &Owned) -> FloatData<'_> {
+fn view(o: &Owned) -> Elems<'_> {
     match o {
-        Owned::F16(a) => FloatData::F16(a),
-        Owned::F32(a) => FloatData::F32(a),
-        Owned::F64(a) => FloatData::F64(a),
+        Owned::F16(a) => Elems::F16(a),
+        Owned::F32(a) => Elems::F32(a),
+        Owned::F64(a) => Elems::F64(a),
     }
 }
 

@@ -1,132 +1,43 @@
-//! run_ut / acc_check: one output pair -> the detail CSV row (spec §1.2, §1.5-§1.7).
+//! run_ut / acc_check: one output pair -> the [`Verdict`]: status, standard, metrics and the
+//! detail CSV row (spec §1.2, §1.5-§1.7).
+//!
+//! [`check`] takes two `ndarray` arrays; [`check_output`] takes two borrowed [`TensorView`]s
+//! with the dtype msprobe reports for each ([`Output`]).
 
 use crate::fused::{DeviceFamily, Scope};
-use crate::metrics::{AllMetrics, FloatData, metrics_in_scope};
+use crate::metrics::{AllMetrics, float_values, metrics_in_scope};
 use crate::pyfmt::{CSV_LINE_END, PyVal};
-use crate::routing::{Routing, Standard, TorchDtype, standard_for};
-use half::f16;
+use crate::routing::{Routing, Standard, standard_for};
+use numprobe_tensor::ndarray::{ArrayBase, Data, Dimension};
+use numprobe_tensor::{DType, Element, Elems, TensorView};
 use pyrepr::{csv_record, shape_tuple};
 
-/// A host array as numpy sees it.
+/// One output of a comparison: its elements as numpy holds them, and the dtype msprobe reports
+/// for it.
 #[derive(Clone, Copy, Debug)]
-pub enum ArrayData<'a> {
-    F16(&'a [f16]),
-    F32(&'a [f32]),
-    F64(&'a [f64]),
-    Bool(&'a [bool]),
-    U8(&'a [u8]),
-    I8(&'a [i8]),
-    I16(&'a [i16]),
-    U16(&'a [u16]),
-    I32(&'a [i32]),
-    U32(&'a [u32]),
-    I64(&'a [i64]),
-    U64(&'a [u64]),
+pub struct Output<'a> {
+    /// The elements. bfloat16 elements are widened to float32 before the metrics, as msprobe
+    /// does before it hands a bf16 output to numpy.
+    pub view: TensorView<'a>,
+    /// The framework tensor's dtype: shown in the Bench Dtype / DEVICE Dtype column, and for
+    /// the device output it picks the thresholds and the standard (`torch.bfloat16` for a bf16
+    /// output handed over as float32 values).
+    pub dtype: DType,
 }
 
-impl ArrayData<'_> {
-    pub fn len(&self) -> usize {
-        match self {
-            ArrayData::F16(a) => a.len(),
-            ArrayData::F32(a) => a.len(),
-            ArrayData::F64(a) => a.len(),
-            ArrayData::Bool(a) => a.len(),
-            ArrayData::U8(a) => a.len(),
-            ArrayData::I8(a) => a.len(),
-            ArrayData::I16(a) => a.len(),
-            ArrayData::U16(a) => a.len(),
-            ArrayData::I32(a) => a.len(),
-            ArrayData::U32(a) => a.len(),
-            ArrayData::I64(a) => a.len(),
-            ArrayData::U64(a) => a.len(),
+impl<'a> Output<'a> {
+    /// An output whose reported dtype is the view's.
+    pub fn new(view: TensorView<'a>) -> Self {
+        Output {
+            view,
+            dtype: view.dtype(),
         }
     }
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-    /// numpy's dtype name.
-    pub fn numpy_name(&self) -> &'static str {
-        match self {
-            ArrayData::F16(_) => "float16",
-            ArrayData::F32(_) => "float32",
-            ArrayData::F64(_) => "float64",
-            ArrayData::Bool(_) => "bool",
-            ArrayData::U8(_) => "uint8",
-            ArrayData::I8(_) => "int8",
-            ArrayData::I16(_) => "int16",
-            ArrayData::U16(_) => "uint16",
-            ArrayData::I32(_) => "int32",
-            ArrayData::U32(_) => "uint32",
-            ArrayData::I64(_) => "int64",
-            ArrayData::U64(_) => "uint64",
-        }
-    }
-    /// The torch dtype a tensor with this numpy dtype has.
-    pub fn torch_dtype(&self) -> TorchDtype {
-        match self {
-            ArrayData::F16(_) => TorchDtype::Float16,
-            ArrayData::F32(_) => TorchDtype::Float32,
-            ArrayData::F64(_) => TorchDtype::Float64,
-            ArrayData::Bool(_) => TorchDtype::Bool,
-            ArrayData::U8(_) => TorchDtype::UInt8,
-            ArrayData::I8(_) => TorchDtype::Int8,
-            ArrayData::I16(_) => TorchDtype::Int16,
-            ArrayData::U16(_) => TorchDtype::UInt16,
-            ArrayData::I32(_) => TorchDtype::Int32,
-            ArrayData::U32(_) => TorchDtype::UInt32,
-            ArrayData::I64(_) => TorchDtype::Int64,
-            ArrayData::U64(_) => TorchDtype::UInt64,
-        }
-    }
-    fn float(&self) -> Option<FloatData<'_>> {
-        match *self {
-            ArrayData::F16(a) => Some(FloatData::F16(a)),
-            ArrayData::F32(a) => Some(FloatData::F32(a)),
-            ArrayData::F64(a) => Some(FloatData::F64(a)),
-            _ => None,
-        }
-    }
-    /// Element `i` as i128 for integer/bool arrays.
-    fn int_at(&self, i: usize) -> Option<i128> {
-        Some(match self {
-            ArrayData::Bool(a) => a[i] as i128,
-            ArrayData::U8(a) => a[i] as i128,
-            ArrayData::I8(a) => a[i] as i128,
-            ArrayData::I16(a) => a[i] as i128,
-            ArrayData::U16(a) => a[i] as i128,
-            ArrayData::I32(a) => a[i] as i128,
-            ArrayData::U32(a) => a[i] as i128,
-            ArrayData::I64(a) => a[i] as i128,
-            ArrayData::U64(a) => a[i] as i128,
-            _ => return None,
-        })
-    }
-    fn group(&self) -> Option<u8> {
-        match self {
-            ArrayData::F16(_) | ArrayData::F32(_) | ArrayData::F64(_) => Some(0),
-            ArrayData::Bool(_) | ArrayData::U8(_) => Some(1),
-            ArrayData::I8(_) | ArrayData::I32(_) | ArrayData::I64(_) => Some(2),
-            _ => None,
-        }
-    }
-}
 
-/// One side of the comparison: data, shape and the torch dtype shown in the CSV.
-#[derive(Clone, Copy, Debug)]
-pub struct TensorRef<'a> {
-    pub data: ArrayData<'a>,
-    pub shape: &'a [usize],
-    pub torch_dtype: TorchDtype,
-}
-
-impl<'a> TensorRef<'a> {
-    /// A tensor whose torch dtype follows its numpy dtype.
-    pub fn new(data: ArrayData<'a>, shape: &'a [usize]) -> Self {
-        TensorRef {
-            data,
-            shape,
-            torch_dtype: data.torch_dtype(),
-        }
+    /// An output handed over in another dtype than the framework tensor's, e.g. bf16 or fp8
+    /// values widened to float32 with `dtype` `BF16` / `F8E4M3FN`.
+    pub fn with_dtype(view: TensorView<'a>, dtype: DType) -> Self {
+        Output { view, dtype }
     }
 }
 
@@ -136,6 +47,70 @@ pub struct CheckOptions {
     pub routing: Routing,
     /// Whether any input of the call was fp8 (routes floats to the absolute threshold standard).
     pub fp8_input: bool,
+    /// Gather every standard's metrics into [`Verdict::metrics`], not only those of the
+    /// standard that judges the output (run_ut's case, about a third less work per element).
+    /// The row and the status do not change.
+    pub all_standards: bool,
+}
+
+/// What run_ut concludes for one output, in msprobe's words.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Status {
+    Pass,
+    Warning,
+    Error,
+    /// An empty output ("There is not bench calculation result.").
+    Skip,
+}
+
+impl Status {
+    /// The Status cell: `pass`, `warning`, `error` or `SKIP`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::Pass => "pass",
+            Status::Warning => "warning",
+            Status::Error => "error",
+            Status::Skip => "SKIP",
+        }
+    }
+}
+
+impl std::fmt::Display for Status {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The judgement of one (bench, device) output pair.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Verdict {
+    /// pass / warning / error (or SKIP for an empty output).
+    pub status: Status,
+    /// The accuracy standard whose metrics fill the row: the routed standard of a float output,
+    /// binary consistency for an integer or bool one; `None` when no standard applies (float64
+    /// outputs, the quantisation rule, shape or dtype mismatches, empty outputs).
+    pub standard: Option<Standard>,
+    /// The metrics of a float pair (`None` for integer and bool outputs and when the pair was
+    /// not compared). Only the judging standard's unless [`CheckOptions::all_standards`].
+    pub metrics: Option<AllMetrics>,
+    /// The detail row msprobe writes (`accuracy_checking_details_*.csv`).
+    pub row: DetailRow,
+}
+
+impl Verdict {
+    /// The exact CSV record of the row ([`DetailRow::csv_line`]).
+    pub fn csv_line(&self, row_name: &str) -> String {
+        self.row.csv_line(row_name)
+    }
+}
+
+/// Outputs the checker does not take.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum CheckError {
+    /// Complex or raw float8 elements: msprobe's checker computes on neither (float8 outputs
+    /// come widened to float32, see [`Output::with_dtype`]).
+    #[error("the {side} output holds {} elements, which the accuracy checker does not take", .dtype.torch_name())]
+    UnsupportedDtype { side: &'static str, dtype: DType },
 }
 
 /// APIs whose integer outputs are judged by `max|D - B| <= 1` (config.yaml).
@@ -327,111 +302,242 @@ fn torch_size(shape: &[usize]) -> String {
     format!("torch.Size([{}])", parts.join(", "))
 }
 
-fn family_of(dtype: TorchDtype) -> DeviceFamily {
-    match dtype {
-        TorchDtype::Float16 => DeviceFamily::F16,
-        TorchDtype::BFloat16 => DeviceFamily::BF16,
-        TorchDtype::Float32 => DeviceFamily::F32,
-        _ => DeviceFamily::Other,
+/// One side's elements as numpy holds them: borrowed from the view when its bytes can be, else
+/// copied to aligned memory (hand-made files need not be aligned; a bool byte other than 0 or
+/// 1 reads as true), and bfloat16 widened to float32 as msprobe does before numpy.
+enum Host<'a> {
+    Borrowed(Elems<'a>),
+    Widened(Vec<f32>),
+    Copied {
+        dtype: DType,
+        words: Vec<u64>,
+        len: usize,
+        shape: [usize; 1],
+    },
+}
+
+impl<'a> Host<'a> {
+    fn new(view: TensorView<'a>, side: &'static str) -> Result<Self, CheckError> {
+        let dtype = view.dtype();
+        if dtype.is_complex() || matches!(dtype, DType::F8E4M3FN | DType::F8E5M2) {
+            return Err(CheckError::UnsupportedDtype { side, dtype });
+        }
+        if dtype == DType::BF16 {
+            let widened = view
+                .bytes()
+                .chunks_exact(2)
+                .map(|c| half::bf16::from_le_bytes([c[0], c[1]]).to_f32())
+                .collect();
+            return Ok(Host::Widened(widened));
+        }
+        if let Ok(elems) = view.elems() {
+            return Ok(Host::Borrowed(elems));
+        }
+        let bytes = view.bytes();
+        // u64 words: aligned for every element type that gets here.
+        let mut words = vec![0u64; bytes.len().div_ceil(8)];
+        let copy = &mut bytemuck::cast_slice_mut::<u64, u8>(&mut words)[..bytes.len()];
+        copy.copy_from_slice(bytes);
+        if dtype == DType::Bool {
+            copy.iter_mut().for_each(|b| *b = u8::from(*b != 0));
+        }
+        Ok(Host::Copied {
+            dtype,
+            words,
+            len: bytes.len(),
+            shape: [view.numel()],
+        })
+    }
+
+    fn elems(&self) -> Elems<'_> {
+        match self {
+            Host::Borrowed(e) => *e,
+            Host::Widened(v) => Elems::F32(v),
+            Host::Copied {
+                dtype,
+                words,
+                len,
+                shape,
+            } => {
+                let bytes = &bytemuck::cast_slice::<u64, u8>(words)[..*len];
+                TensorView::new(*dtype, shape, bytes)
+                    .and_then(|v| v.elems())
+                    .expect("an aligned copy of a checked view, bools normalised")
+            }
+        }
     }
 }
 
-/// Compares one output pair as run_ut does (`_compare_torch_tensor`), returning the detail row.
+/// Whether numpy holds these elements as floats.
+fn is_float_data(e: Elems<'_>) -> bool {
+    matches!(e, Elems::F16(_) | Elems::F32(_) | Elems::F64(_))
+}
+
+/// Element `i` of an integer or bool array as i128.
+fn int_at(a: Elems<'_>, i: usize) -> Option<i128> {
+    Some(match a {
+        Elems::Bool(a) => a[i] as i128,
+        Elems::U8(a) => a[i] as i128,
+        Elems::I8(a) => a[i] as i128,
+        Elems::I16(a) => a[i] as i128,
+        Elems::U16(a) => a[i] as i128,
+        Elems::I32(a) => a[i] as i128,
+        Elems::U32(a) => a[i] as i128,
+        Elems::I64(a) => a[i] as i128,
+        Elems::U64(a) => a[i] as i128,
+        _ => return None,
+    })
+}
+
+/// The dtype groups run_ut compares with each other (floats; bool and uint8; int8, int32 and
+/// int64); other dtypes compare with nothing.
+fn group(a: Elems<'_>) -> Option<u8> {
+    match a {
+        Elems::F16(_) | Elems::F32(_) | Elems::F64(_) => Some(0),
+        Elems::Bool(_) | Elems::U8(_) => Some(1),
+        Elems::I8(_) | Elems::I32(_) | Elems::I64(_) => Some(2),
+        _ => None,
+    }
+}
+
+/// Compares one output pair as run_ut does (`_compare_torch_tensor`).
 ///
 /// `api_name` is the bare API name (`add`, `npu_dynamic_quant`); it selects the quantisation
-/// rule and, with list-driven routing, the standard.
+/// rule and, with list-driven routing, the standard. Any view is taken: bfloat16 elements are
+/// widened to float32 (as msprobe does), unaligned bytes copied; complex and raw float8
+/// elements are an error.
 pub fn check_output(
     api_name: &str,
-    bench: TensorRef<'_>,
-    device: TensorRef<'_>,
+    bench: Output<'_>,
+    device: Output<'_>,
     opts: CheckOptions,
-) -> DetailRow {
+) -> Result<Verdict, CheckError> {
+    let bench_host = Host::new(bench.view, "bench")?;
+    let device_host = Host::new(device.view, "device")?;
+    let (b, d) = (bench_host.elems(), device_host.elems());
+    let (bench_shape, device_shape) = (bench.view.shape(), device.view.shape());
     let mut row = DetailRow::blank();
-    row.bench_dtype = bench.torch_dtype.torch_str().to_string();
-    row.device_dtype = device.torch_dtype.torch_str().to_string();
-    row.shape = PyVal::Str(shape_tuple(device.shape));
-    row.dims = device.shape.to_vec();
-    let done = |mut row: DetailRow, status: &str, message: String| {
-        row.status = status.to_string();
-        row.message = message;
-        row
+    row.bench_dtype = bench.dtype.torch_name().to_string();
+    row.device_dtype = device.dtype.torch_name().to_string();
+    row.shape = PyVal::Str(shape_tuple(device_shape));
+    row.dims = device_shape.to_vec();
+    let uncompared = |row: DetailRow, status: Status, message: String| {
+        let (status, row) = conclude(row, status, message);
+        Verdict {
+            status,
+            standard: None,
+            metrics: None,
+            row,
+        }
     };
-    if bench.shape != device.shape {
+    if bench_shape != device_shape {
         let msg = format!(
             "The shape of bench{} and npu{} not equal.",
-            torch_size(bench.shape),
-            torch_size(device.shape)
+            torch_size(bench_shape),
+            torch_size(device_shape)
         );
-        return done(row, "error", msg);
+        return Ok(uncompared(row, Status::Error, msg));
     }
-    let comparable = match (bench.data.group(), device.data.group()) {
-        (Some(a), Some(b)) => a == b,
+    let comparable = match (group(b), group(d)) {
+        (Some(x), Some(y)) => x == y,
         _ => false,
     };
-    if !comparable || bench.data.len() != device.data.len() {
+    if !comparable || b.len() != d.len() {
         let msg = format!(
             "Bench out dtype is {} but npu output dtype is {}, cannot compare.",
-            bench.data.numpy_name(),
-            device.data.numpy_name()
+            b.dtype().numpy_name(),
+            d.dtype().numpy_name()
         );
-        return done(row, "error", msg);
+        return Ok(uncompared(row, Status::Error, msg));
     }
-    let n = bench.data.len();
-    if n == 0 {
-        return done(row, "SKIP", "There is not bench calculation result.".into());
+    if b.is_empty() {
+        let msg = "There is not bench calculation result.".into();
+        return Ok(uncompared(row, Status::Skip, msg));
     }
-    let (Some(b), Some(d)) = (bench.data.float(), device.data.float()) else {
-        return check_integer(api_name, bench.data, device.data, row);
-    };
-    let zero_d = device.shape.is_empty();
-    let standard = float_standard(api_name, device.torch_dtype, opts);
+    if !is_float_data(b) {
+        return Ok(check_integer(api_name, b, d, row));
+    }
+    let zero_d = device_shape.is_empty();
+    let standard = float_standard(api_name, device.dtype, opts);
     // The pass gathers only what the row shows: under msprobe 26.2's routing that is the
     // benchmark standard for every float output.
     let scope = match standard {
+        _ if opts.all_standards => Scope::AllStandards,
         None | Some(Standard::Benchmark) => Scope::Benchmark,
         Some(_) => Scope::AllStandards,
     };
-    let family = family_of(device.torch_dtype);
+    let family = DeviceFamily::of(device.dtype);
     let mut metrics = match metrics_in_scope(b, d, family, zero_d, scope) {
         Ok(m) => m,
-        // Lengths were checked above; keep a typed row rather than panic if that ever changes.
-        Err(e) => return done(row, "error", e.to_string()),
+        // Lengths and dtypes were checked above; keep a typed row rather than panic if that
+        // ever changes.
+        Err(e) => return Ok(uncompared(row, Status::Error, e.to_string())),
     };
-    if device.torch_dtype.is_fp8() {
+    if matches!(device.dtype, DType::F8E4M3FN | DType::F8E5M2) {
         metrics.ulp = Some(fp8_ulp_metrics(b, d));
     }
-    check_float(&metrics, device.torch_dtype, standard, row)
+    let (status, row) = check_float(&metrics, device.dtype, standard, row);
+    Ok(Verdict {
+        status,
+        standard,
+        metrics: Some(metrics),
+        row,
+    })
+}
+
+/// Compares two `ndarray` arrays (any dimension, any layout) as run_ut compares a bench and a
+/// device output, each reported as its array's dtype: every metric of the pair and msprobe's
+/// verdict in one call. See [`check_output`] for `api_name` and the dtypes taken; to report
+/// another dtype than the array's (bf16 values handed over as float32), use [`check_output`]
+/// with [`Output::with_dtype`].
+pub fn check<A, B, SA, SB, DA, DB>(
+    api_name: &str,
+    bench: &ArrayBase<SA, DA>,
+    device: &ArrayBase<SB, DB>,
+    opts: CheckOptions,
+) -> Result<Verdict, CheckError>
+where
+    A: Element,
+    B: Element,
+    SA: Data<Elem = A>,
+    SB: Data<Elem = B>,
+    DA: Dimension,
+    DB: Dimension,
+{
+    // Arrays in C order are borrowed; others are copied into it.
+    let (bench, device) = (bench.as_standard_layout(), device.as_standard_layout());
+    let standard = "an array in standard layout is a view";
+    let bench = TensorView::from_array(&bench).expect(standard);
+    let device = TensorView::from_array(&device).expect(standard);
+    check_output(api_name, Output::new(bench), Output::new(device), opts)
+}
+/// Sets the row's status and message.
+fn conclude(mut row: DetailRow, status: Status, message: String) -> (Status, DetailRow) {
+    row.status = status.as_str().to_string();
+    row.message = message;
+    (status, row)
 }
 
 /// The standard a float output of `device_dtype` is judged by; `None` for dtypes the new
 /// precision standards do not cover (float64).
-fn float_standard(
-    api_name: &str,
-    device_dtype: TorchDtype,
-    opts: CheckOptions,
-) -> Option<Standard> {
+fn float_standard(api_name: &str, device_dtype: DType, opts: CheckOptions) -> Option<Standard> {
     let supported = matches!(
         device_dtype,
-        TorchDtype::Float16
-            | TorchDtype::BFloat16
-            | TorchDtype::Float32
-            | TorchDtype::Float8E4M3Fn
-            | TorchDtype::Float8E5M2
+        DType::F16 | DType::BF16 | DType::F32 | DType::F8E4M3FN | DType::F8E5M2
     );
     let in_dtype = if opts.fp8_input {
         "torch.float8_e4m3fn"
     } else {
         "torch.float32"
     };
-    supported.then(|| standard_for(api_name, device_dtype.torch_str(), in_dtype, opts.routing))
+    supported.then(|| standard_for(api_name, device_dtype.torch_name(), in_dtype, opts.routing))
 }
 
 /// ULP metrics of an fp8 output (given as wider floats): the signed fp8 ULP error, its max,
 /// mean (float64) and the share above 1.
-fn fp8_ulp_metrics(bench: FloatData<'_>, device: FloatData<'_>) -> crate::metrics::UlpMetrics {
-    let b: Vec<f64> = (0..bench.len()).map(|i| bench.get(i)).collect();
-    let d: Vec<f64> = (0..device.len()).map(|i| device.get(i)).collect();
-    let u = crate::metrics::fp8_ulp_errors(&b, &d);
+fn fp8_ulp_metrics(bench: Elems<'_>, device: Elems<'_>) -> crate::metrics::UlpMetrics {
+    let values = |e| float_values(e).expect("a float pair");
+    let u = crate::metrics::fp8_ulp_errors(&values(bench), &values(device));
     let max = u.iter().fold(f64::NEG_INFINITY, |m, &x| {
         if m.is_nan() || x.is_nan() {
             f64::NAN
@@ -447,83 +553,100 @@ fn fp8_ulp_metrics(bench: FloatData<'_>, device: FloatData<'_>) -> crate::metric
     }
 }
 
+/// An integer or bool pair: the quantisation rule for the quantisation APIs, else binary
+/// consistency.
 fn check_integer(
     api_name: &str,
-    bench: ArrayData<'_>,
-    device: ArrayData<'_>,
+    bench: Elems<'_>,
+    device: Elems<'_>,
     mut row: DetailRow,
-) -> DetailRow {
+) -> Verdict {
     let n = bench.len();
+    let (bench_name, device_name) = (bench.dtype().numpy_name(), device.dtype().numpy_name());
     if QUANTIZATION_APIS.contains(&api_name) {
-        if matches!(bench, ArrayData::Bool(_)) || matches!(device, ArrayData::Bool(_)) {
-            row.status = "error".into();
-            row.message = "numpy boolean subtract, the `-` operator, is not supported, use the \
-                           bitwise_xor, the `^` operator, or the logical_xor function instead."
-                .into();
-            return row;
-        }
-        // |D - B| wraps in the (common) integer dtype, as numpy does.
-        let same = bench.numpy_name() == device.numpy_name();
-        let mut max: i128 = i128::MIN;
-        for i in 0..n {
-            let (x, y) = (bench.int_at(i).unwrap_or(0), device.int_at(i).unwrap_or(0));
-            let diff = y - x;
-            let v = if same {
-                wrap_abs(diff, bench)
+        let (status, row) = if matches!(bench, Elems::Bool(_)) || matches!(device, Elems::Bool(_)) {
+            let message = "numpy boolean subtract, the `-` operator, is not supported, use the \
+                           bitwise_xor, the `^` operator, or the logical_xor function instead.";
+            conclude(row, Status::Error, message.into())
+        } else {
+            // |D - B| wraps in the (common) integer dtype, as numpy does.
+            let same = bench_name == device_name;
+            let mut max: i128 = i128::MIN;
+            for i in 0..n {
+                let (x, y) = (
+                    int_at(bench, i).unwrap_or(0),
+                    int_at(device, i).unwrap_or(0),
+                );
+                let diff = y - x;
+                let v = if same {
+                    wrap_abs(diff, bench)
+                } else {
+                    diff.abs()
+                };
+                max = max.max(v);
+            }
+            let ty = if same {
+                numpy_int_type(bench)
             } else {
-                diff.abs()
+                "np.int64"
             };
-            max = max.max(v);
-        }
-        let ty = if same {
-            numpy_int_type(bench)
-        } else {
-            "np.int64"
+            row.max_abs_err = PyVal::Int { v: max, ty };
+            if max <= 1 {
+                let message = format!(
+                    "Quantization type: Max abs error is {max:.2}, less than or equal to 1, consider as pass.\n",
+                    max = max as f64
+                );
+                conclude(row, Status::Pass, message)
+            } else {
+                let message = format!(
+                    "Quantization type: Max abs error is {max:.2}, greater than 1, consider as error.\n",
+                    max = max as f64
+                );
+                conclude(row, Status::Error, message)
+            }
         };
-        row.max_abs_err = PyVal::Int { v: max, ty };
-        if max <= 1 {
-            row.status = "pass".into();
-            row.message = format!(
-                "Quantization type: Max abs error is {max:.2}, less than or equal to 1, consider as pass.\n",
-                max = max as f64
-            );
-        } else {
-            row.status = "error".into();
-            row.message = format!(
-                "Quantization type: Max abs error is {max:.2}, greater than 1, consider as error.\n",
-                max = max as f64
-            );
-        }
-        return row;
+        return Verdict {
+            status,
+            standard: None,
+            metrics: None,
+            row,
+        };
     }
     let mismatches = (0..n)
-        .filter(|&i| bench.int_at(i) != device.int_at(i))
+        .filter(|&i| int_at(bench, i) != int_at(device, i))
         .count();
     let rate = mismatches as f64 / n as f64;
     row.error_rate = PyVal::py_float(rate);
-    row.status = if rate == 0.0 { "pass" } else { "error" }.into();
-    row.message = format!(
-        "Current {} data, only perform binary comparison.",
-        bench.numpy_name()
-    );
-    row
+    let status = if rate == 0.0 {
+        Status::Pass
+    } else {
+        Status::Error
+    };
+    let message = format!("Current {bench_name} data, only perform binary comparison.");
+    let (status, row) = conclude(row, status, message);
+    Verdict {
+        status,
+        standard: Some(Standard::BinaryConsistency),
+        metrics: None,
+        row,
+    }
 }
 
-fn numpy_int_type(a: ArrayData<'_>) -> &'static str {
+fn numpy_int_type(a: Elems<'_>) -> &'static str {
     match a {
-        ArrayData::U8(_) => "np.uint8",
-        ArrayData::I8(_) => "np.int8",
-        ArrayData::I16(_) => "np.int16",
-        ArrayData::U16(_) => "np.uint16",
-        ArrayData::I32(_) => "np.int32",
-        ArrayData::U32(_) => "np.uint32",
-        ArrayData::U64(_) => "np.uint64",
+        Elems::U8(_) => "np.uint8",
+        Elems::I8(_) => "np.int8",
+        Elems::I16(_) => "np.int16",
+        Elems::U16(_) => "np.uint16",
+        Elems::I32(_) => "np.int32",
+        Elems::U32(_) => "np.uint32",
+        Elems::U64(_) => "np.uint64",
         _ => "np.int64",
     }
 }
 
 /// `np.abs(d - b)` in a fixed-width integer dtype (two's complement wrap-around).
-fn wrap_abs(diff: i128, like: ArrayData<'_>) -> i128 {
+fn wrap_abs(diff: i128, like: Elems<'_>) -> i128 {
     fn wrap(v: i128, bits: u32, signed: bool) -> i128 {
         let m = 1i128 << bits;
         let mut r = v.rem_euclid(m);
@@ -533,13 +656,13 @@ fn wrap_abs(diff: i128, like: ArrayData<'_>) -> i128 {
         r
     }
     let (bits, signed) = match like {
-        ArrayData::U8(_) => (8, false),
-        ArrayData::I8(_) => (8, true),
-        ArrayData::I16(_) => (16, true),
-        ArrayData::U16(_) => (16, false),
-        ArrayData::I32(_) => (32, true),
-        ArrayData::U32(_) => (32, false),
-        ArrayData::U64(_) => (64, false),
+        Elems::U8(_) => (8, false),
+        Elems::I8(_) => (8, true),
+        Elems::I16(_) => (16, true),
+        Elems::U16(_) => (16, false),
+        Elems::I32(_) => (32, true),
+        Elems::U32(_) => (32, false),
+        Elems::U64(_) => (64, false),
         _ => (64, true),
     };
     let d = wrap(diff, bits, signed);
@@ -550,67 +673,62 @@ fn wrap_abs(diff: i128, like: ArrayData<'_>) -> i128 {
 /// standard (see [`float_standard`]).
 fn check_float(
     m: &AllMetrics,
-    device_dtype: TorchDtype,
+    device_dtype: DType,
     standard: Option<Standard>,
     mut row: DetailRow,
-) -> DetailRow {
+) -> (Status, DetailRow) {
     let mut message = String::new();
     match standard {
         Some(standard) => fill_standard(&mut row, m, standard),
         None => message.push_str(&format!(
             "The data type {} is not supported for new precision standard.",
-            device_dtype.torch_str()
+            device_dtype.torch_name()
         )),
     }
-    let finish = |mut row: DetailRow, status: &str, message: String| {
-        row.status = status.to_string();
-        row.message = message;
-        row
-    };
     row.cosine = m.cosine.value.clone();
     message.push_str(m.cosine.message);
     message.push('\n');
     if !m.cosine.pass {
         message.push_str("Cosine similarity is less than 0.99, consider as error, skip other check and set to SPACE.\n");
-        return finish(row, "error", message);
+        return conclude(row, Status::Error, message);
     }
     if let Some(max_abs) = &m.max_abs_err {
         row.max_abs_err = max_abs.clone();
     }
     if m.max_abs_err_value < 0.001 {
         message.push_str("Max abs error is less than 0.001, consider as pass, skip other check and set to SPACE.\n");
-        return finish(row, "pass", message);
+        return conclude(row, Status::Pass, message);
     }
-    let half = matches!(device_dtype, TorchDtype::Float16 | TorchDtype::BFloat16);
+    let half = matches!(device_dtype, DType::F16 | DType::BF16);
     if half {
         row.rel_err_hundredth = m.hundredth.value.clone();
         if !m.hundredth.pass {
             message.push_str("Relative error is greater than 0.01, consider as error, skip other check and set to SPACE.\n");
-            return finish(row, "error", message);
+            return conclude(row, Status::Error, message);
         }
     }
     row.rel_err_thousandth = m.thousandth.value.clone();
     if half {
         if m.thousandth.pass {
             message.push_str("Relative error is less than 0.001, consider as pass, skip other check and set to SPACE.\n");
-            return finish(row, "pass", message);
+            return conclude(row, Status::Pass, message);
         }
         message.push_str("Relative error is greater than 0.001, consider as warning, skip other check and set to SPACE.\n");
-        return finish(row, "warning", message);
+        return conclude(row, Status::Warning, message);
     }
     row.rel_err_ten_thousandth = m.ten_thousandth.value.clone();
-    if matches!(device_dtype, TorchDtype::Float32 | TorchDtype::Float64) {
+    if matches!(device_dtype, DType::F32 | DType::F64) {
         if !m.thousandth.pass {
             message.push_str("Relative error is greater than 0.001, consider as error, skip other check and set to SPACE.\n");
-            return finish(row, "error", message);
+            return conclude(row, Status::Error, message);
         }
         if !m.ten_thousandth.pass {
             message.push_str("Relative error is greater than 0.0001, consider as warning, skip other check and set to SPACE.\n");
-            return finish(row, "warning", message);
+            return conclude(row, Status::Warning, message);
         }
         message.push_str("Relative error is less than 0.0001, consider as pass.\n");
     }
-    finish(row, "pass", message)
+    conclude(row, Status::Pass, message)
 }
 
 fn fill_standard(row: &mut DetailRow, m: &AllMetrics, standard: Standard) {

@@ -1,57 +1,85 @@
-//! Element types: the stored dtypes (f16/f32/f64) and the working float types numpy computes in.
+//! Element types: the stored dtypes (f16/f32/f64) and the working float types numpy computes in,
+//! and what ulp needs to know of numpy's float dtypes ([`NumpyFloat`] on [`DType`]).
 
 use crate::pyfmt::PyVal;
 use half::f16;
+use numprobe_tensor::{DType, Element};
 use std::fmt::Debug;
 use std::ops::{Add, Div, Mul, Sub};
 
-/// numpy floating storage kinds, ordered by width (promotion = max).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub enum FloatKind {
-    F16,
-    F32,
-    F64,
+/// numpy's arithmetic in one of its float dtypes (float16, float32, float64): rounding to the
+/// dtype, `np.finfo` and the promotion of two operands.
+///
+/// # Panics
+/// Every method panics for a dtype that is not float16, float32 or float64: numpy holds no
+/// other float dtype (msprobe widens bfloat16 and float8 outputs to float32 first).
+pub trait NumpyFloat: Copy {
+    /// Round an f64 to this dtype (round to nearest even, overflow to ±inf), returned as f64.
+    fn round(self, x: f64) -> f64;
+    /// `np.finfo(dtype).eps`.
+    fn eps(self) -> f64;
+    /// `np.finfo(dtype).max`.
+    fn finite_max(self) -> f64;
+    /// numpy's scalar value of this dtype as a typed cell.
+    fn pyval(self, x: f64) -> PyVal;
+    /// The dtype numpy computes `self ∘ other` in (the wider of the two).
+    fn promote(self, other: DType) -> DType;
 }
 
-impl FloatKind {
-    /// Round an f64 to this kind (round to nearest even, overflow to ±inf), returned as f64.
+/// Width rank of numpy's float dtypes, for promotion.
+fn float_rank(d: DType) -> u8 {
+    match d {
+        DType::F16 => 0,
+        DType::F32 => 1,
+        DType::F64 => 2,
+        other => not_numpy_float(other),
+    }
+}
+
+#[cold]
+fn not_numpy_float(d: DType) -> ! {
+    panic!("{d:?} is not one of numpy's float dtypes (float16, float32, float64)")
+}
+
+impl NumpyFloat for DType {
     #[inline]
-    pub fn round(self, x: f64) -> f64 {
+    fn round(self, x: f64) -> f64 {
         match self {
-            FloatKind::F16 => round_f16(x),
-            FloatKind::F32 => x as f32 as f64,
-            FloatKind::F64 => x,
+            DType::F16 => round_f16(x),
+            DType::F32 => x as f32 as f64,
+            DType::F64 => x,
+            other => not_numpy_float(other),
         }
     }
-    /// `np.finfo(kind).eps`.
-    pub fn eps(self) -> f64 {
+    fn eps(self) -> f64 {
         match self {
-            FloatKind::F16 => 2f64.powi(-10),
-            FloatKind::F32 => 2f64.powi(-23),
-            FloatKind::F64 => f64::EPSILON,
+            DType::F16 => 2f64.powi(-10),
+            DType::F32 => 2f64.powi(-23),
+            DType::F64 => f64::EPSILON,
+            other => not_numpy_float(other),
         }
     }
-    /// `np.finfo(kind).max`.
-    pub fn finite_max(self) -> f64 {
+    fn finite_max(self) -> f64 {
         match self {
-            FloatKind::F16 => 65504.0,
-            FloatKind::F32 => f32::MAX as f64,
-            FloatKind::F64 => f64::MAX,
+            DType::F16 => 65504.0,
+            DType::F32 => f32::MAX as f64,
+            DType::F64 => f64::MAX,
+            other => not_numpy_float(other),
         }
     }
-    pub fn numpy_name(self) -> &'static str {
+    fn pyval(self, x: f64) -> PyVal {
         match self {
-            FloatKind::F16 => "float16",
-            FloatKind::F32 => "float32",
-            FloatKind::F64 => "float64",
-        }
-    }
-    /// numpy's scalar value of this kind as a typed cell.
-    pub fn pyval(self, x: f64) -> PyVal {
-        match self {
-            FloatKind::F32 => PyVal::F32(x as f32),
+            DType::F32 => PyVal::F32(x as f32),
             // float16 scalars never reach a cell in msprobe's flows; f64 text is the fallback.
-            FloatKind::F16 | FloatKind::F64 => PyVal::np_f64(x),
+            DType::F16 | DType::F64 => PyVal::np_f64(x),
+            other => not_numpy_float(other),
+        }
+    }
+    fn promote(self, other: DType) -> DType {
+        if float_rank(other) > float_rank(self) {
+            other
+        } else {
+            self
         }
     }
 }
@@ -97,9 +125,9 @@ pub fn f16_to_f64(h: f16) -> f64 {
     if bits & 0x8000 != 0 { -v } else { v }
 }
 
-/// A stored element (what a bench/device array holds).
-pub trait Elem: Copy + Send + Sync + 'static {
-    const KIND: FloatKind;
+/// A stored element (what a bench/device array holds): f16, f32 or f64, with its dtype as
+/// [`Element::DTYPE`].
+pub trait Elem: Element + Copy {
     fn to_f64(self) -> f64;
     /// `floor(log2(|x|))` as numpy evaluates it in this dtype (`|x| > 0`); NaN / +inf pass through.
     fn floor_log2_abs(self) -> f64;
@@ -122,7 +150,6 @@ pub trait Elem: Copy + Send + Sync + 'static {
 }
 
 impl Elem for f16 {
-    const KIND: FloatKind = FloatKind::F16;
     #[inline(always)]
     fn to_f64(self) -> f64 {
         f16_to_f64(self)
@@ -135,7 +162,6 @@ impl Elem for f16 {
 }
 
 impl Elem for f32 {
-    const KIND: FloatKind = FloatKind::F32;
     #[inline]
     fn to_f64(self) -> f64 {
         self as f64
@@ -167,7 +193,6 @@ impl Elem for f32 {
 }
 
 impl Elem for f64 {
-    const KIND: FloatKind = FloatKind::F64;
     #[inline]
     fn to_f64(self) -> f64 {
         self
@@ -199,7 +224,8 @@ impl Elem for f64 {
 
 /// A working float type numpy computes in (float32 or float64).
 pub trait Work:
-    Copy
+    Element
+    + Copy
     + PartialOrd
     + Add<Output = Self>
     + Sub<Output = Self>
@@ -210,7 +236,6 @@ pub trait Work:
     + Debug
     + 'static
 {
-    const KIND: FloatKind;
     const ZERO: Self;
     fn from_f64(x: f64) -> Self;
     fn to_f64(self) -> f64;
@@ -222,7 +247,6 @@ pub trait Work:
 }
 
 impl Work for f32 {
-    const KIND: FloatKind = FloatKind::F32;
     const ZERO: Self = 0.0;
     #[inline]
     fn from_f64(x: f64) -> Self {
@@ -249,7 +273,6 @@ impl Work for f32 {
 }
 
 impl Work for f64 {
-    const KIND: FloatKind = FloatKind::F64;
     const ZERO: Self = 0.0;
     #[inline]
     fn from_f64(x: f64) -> Self {

@@ -7,8 +7,9 @@
 //! element is computed in the dtype numpy uses for it.
 
 use crate::elem::{
-    Elem, FloatKind, NP_BUFSIZE, Work, exp2_int, exp2_normal, nan_max, pairwise_sum,
+    Elem, NP_BUFSIZE, NumpyFloat, Work, exp2_int, exp2_normal, nan_max, pairwise_sum,
 };
+use numprobe_tensor::DType;
 
 /// Thresholds of one comparison, picked from the device dtype (spec §1.3.1 table).
 #[derive(Clone, Copy, Debug)]
@@ -54,8 +55,26 @@ pub enum DeviceFamily {
     Other,
 }
 
+impl DeviceFamily {
+    /// The family of a device output of `dtype` (the framework tensor's dtype: bf16 even when
+    /// its values come as float32).
+    pub fn of(dtype: DType) -> Self {
+        match dtype {
+            DType::F16 => DeviceFamily::F16,
+            DType::BF16 => DeviceFamily::BF16,
+            DType::F32 => DeviceFamily::F32,
+            _ => DeviceFamily::Other,
+        }
+    }
+}
+
 impl Params {
-    pub fn new(family: DeviceFamily, bench_kind: FloatKind, device_kind: FloatKind) -> Self {
+    /// The thresholds for a device of `family`, with the numpy dtypes (float16, float32 or
+    /// float64) the bench and device arrays hold.
+    ///
+    /// # Panics
+    /// When a dtype is not float16, float32 or float64 (see [`NumpyFloat`]).
+    pub fn new(family: DeviceFamily, bench_dtype: DType, device_dtype: DType) -> Self {
         let p2 = |e: i32| 2f64.powi(e);
         let (small_value, atol_benchmark, atol_threshold, rtol, bound) = match family {
             DeviceFamily::F16 => (p2(-10), 1e-16, p2(-16), p2(-10), p2(-8)),
@@ -74,7 +93,7 @@ impl Params {
             eps: if family == DeviceFamily::BF16 {
                 p2(-8)
             } else {
-                bench_kind.eps()
+                bench_dtype.eps()
             },
             eps_is_python_float: family == DeviceFamily::BF16,
             small_value,
@@ -91,7 +110,7 @@ impl Params {
             clip_max: if family == DeviceFamily::BF16 {
                 3.3895313892515355e38
             } else {
-                device_kind.finite_max()
+                device_dtype.finite_max()
             },
             scope: Scope::AllStandards,
         }
@@ -107,8 +126,9 @@ impl Params {
 #[derive(Clone, Debug)]
 pub struct FusedStats<W: Work, U: Work> {
     pub n: usize,
-    pub bench_kind: FloatKind,
-    pub device_kind: FloatKind,
+    /// The numpy dtypes of the bench and device arrays.
+    pub bench_dtype: DType,
+    pub device_dtype: DType,
     /// max |D - B| (NaN-propagating), in `W`.
     pub max_abs_err: W,
     /// count(rel_err_origin < 0.01 / 0.001 / 0.0001).
@@ -155,11 +175,11 @@ fn count(c: bool) -> u64 {
     c as u64
 }
 
-fn empty_stats<W: Work, U: Work>(bk: FloatKind, dk: FloatKind) -> FusedStats<W, U> {
+fn empty_stats<W: Work, U: Work>(bk: DType, dk: DType) -> FusedStats<W, U> {
     FusedStats {
         n: 0,
-        bench_kind: bk,
-        device_kind: dk,
+        bench_dtype: bk,
+        device_dtype: dk,
         max_abs_err: W::from_f64(f64::NEG_INFINITY),
         lt_hundredth: 0,
         lt_thousandth: 0,
@@ -211,8 +231,8 @@ fn inf_nan_passes(
     df: f64,
     abs_b_eps: f64,
     p: &Params,
-    dk: FloatKind,
-    bk: FloatKind,
+    dk: DType,
+    bk: DType,
     tol: f64,
 ) -> bool {
     let golden = dk.round(bf);
@@ -226,7 +246,7 @@ fn inf_nan_passes(
     let gc = clip(golden);
     let nc = clip(df);
     let ae = dk.round(nc - gc).abs();
-    let re = dk.max(bk).round(ae / abs_b_eps);
+    let re = dk.promote(bk).round(ae / abs_b_eps);
     re <= tol || (df.is_nan() && gc.is_nan())
 }
 
@@ -241,7 +261,7 @@ fn ulp_scalar<B: Elem, U: Work>(b: B, df: f64, ulp_p: f64, ulp_emin: f64) -> U {
         if e.is_nan() { e } else { e.max(ulp_emin) }
     };
     // 2^(p - E) is evaluated in the bench dtype, then cast to the ULP dtype.
-    let factor = U::from_f64(B::KIND.round(exp2_int(ulp_p - e)));
+    let factor = U::from_f64(B::DTYPE.round(exp2_int(ulp_p - e)));
     let diff = U::from_f64(U::from_f64(df).to_f64() - bf);
     (diff * factor).abs()
 }
@@ -299,8 +319,8 @@ fn chunked_block_body<
     p: &Params,
     mut compact: Option<&mut [W]>,
 ) -> FusedStats<W, U> {
-    let bk = B::KIND;
-    let dk = D::KIND;
+    let bk = B::DTYPE;
+    let dk = D::DTYPE;
     let n = if FULL {
         NP_BUFSIZE
     } else {
@@ -322,8 +342,8 @@ fn chunked_block_body<
     let ulp = if ALL { p.ulp } else { None };
     let (p_i, emin_i) = ulp.map_or((0, 0), |(m, e)| (m as i64, e as i64));
     let (ulp_p, ulp_emin) = (p_i as f64, emin_i as f64);
-    let t_max: i64 = if bk == FloatKind::F64 { 1023 } else { 127 };
-    let all_slow = bk == FloatKind::F16;
+    let t_max: i64 = if bk == DType::F64 { 1023 } else { 127 };
+    let all_slow = bk == DType::F16;
     let ulp_thr = U::from_f64(p.ulp_threshold);
 
     // Lanes carried across leaves (lane j sees elements j, j+8, ... of the block in order).
@@ -883,7 +903,7 @@ pub fn fused_stats<B: Elem, D: Elem, W: Work, U: Work>(
     // errors in its own 8192-element blocks, whose edges do not line up with the input's, so
     // each block leaves its valid errors in a window buffer and they are re-blocked in order.
     // For float64 the plain sum is within 1e-15 of numpy's.
-    let exact = W::KIND != FloatKind::F64;
+    let exact = W::DTYPE != DType::F64;
     let nblocks = n.div_ceil(NP_BUFSIZE);
     // Below PARALLEL_MIN_BLOCKS the caller runs every block: waking a pool thread costs about
     // what a few blocks do.
@@ -912,7 +932,7 @@ pub fn fused_stats<B: Elem, D: Elem, W: Work, U: Work>(
         }
     };
     // numpy starts its running sums from 0 and adds block sums in order.
-    let mut total = empty_stats::<W, U>(B::KIND, D::KIND);
+    let mut total = empty_stats::<W, U>(B::DTYPE, D::DTYPE);
     let mut pending: Vec<W> = Vec::new();
     let mut rel_sum = W::ZERO;
     let mut feed = |outs: Vec<Option<FusedStats<W, U>>>, buf: &[W]| {
@@ -1070,7 +1090,7 @@ mod tests {
             .enumerate()
             .map(|(i, &x)| (x * (1.0 + 1e-7 * (i % 7) as f64)) as f32)
             .collect();
-        let p = Params::new(DeviceFamily::F32, FloatKind::F64, FloatKind::F32);
+        let p = Params::new(DeviceFamily::F32, DType::F64, DType::F32);
         let want = format!(
             "{:?}",
             fused_stats::<f64, f32, f64, f64>(&bench, &device, &p)

@@ -19,13 +19,14 @@ use rayon::prelude::*;
 pub use stats_gpu::gpu::PairDevice;
 use stats_gpu::gpu::{Gpu, GpuError, PairParams, PairPartials};
 
-use crate::elem::{Elem, FloatKind, Work};
+use crate::elem::{Elem, Work};
 use crate::fused::{DeviceFamily, FusedStats, Params};
 use crate::metrics::{
-    AbsoluteThresholdMetrics, AccumulativeMetrics, AllMetrics, BenchmarkMetrics, Cosine, FloatData,
+    AbsoluteThresholdMetrics, AccumulativeMetrics, AllMetrics, BenchmarkMetrics, Cosine,
     MetricsError, UlpMetrics, all_metrics_shaped, cosine_from, dual_ratio, ratio_or_zero,
 };
 use crate::pyfmt::PyVal;
+use numprobe_tensor::{DType, Elems};
 
 /// Per biased float32 exponent, the lowest mantissa whose `floor(log2|x|)` (as this crate's
 /// CPU path computes it) is one above the exponent; 0x800000 where none is. `None` if that
@@ -74,16 +75,16 @@ pub enum GpuFusedError {
 /// Pair parameters for a device of `family` compared with a float32 bench; `chunk_elems` 0 =
 /// the Gpu's chunk.
 pub fn pair_params(family: DeviceFamily, chunk_elems: usize) -> Result<PairParams, GpuFusedError> {
-    let device_kind = match family {
-        DeviceFamily::F16 => FloatKind::F16,
-        DeviceFamily::BF16 | DeviceFamily::F32 => FloatKind::F32,
+    let device_dtype = match family {
+        DeviceFamily::F16 => DType::F16,
+        DeviceFamily::BF16 | DeviceFamily::F32 => DType::F32,
         DeviceFamily::Other => {
             return Err(GpuFusedError::Unsupported(
                 "a float64 (or other) device".into(),
             ));
         }
     };
-    let p = Params::new(family, FloatKind::F32, device_kind);
+    let p = Params::new(family, DType::F32, device_dtype);
     let (mant, emin) = p.ulp.expect("fp16, bf16 and fp32 have ULP parameters");
     let f = |x: f64| x as f32;
     Ok(PairParams {
@@ -209,8 +210,8 @@ pub const AUTO_GPU_MIN_ELEMS: usize = 4 << 20;
 /// All metrics of a pair, as [`all_metrics_shaped`], on the GPU when `backend` and the data
 /// allow (see [`Backend`]), using the process-wide [`Gpu::global`].
 pub fn all_metrics_on(
-    bench: FloatData<'_>,
-    device: FloatData<'_>,
+    bench: Elems<'_>,
+    device: Elems<'_>,
     family: DeviceFamily,
     zero_d: bool,
     backend: Backend,
@@ -224,10 +225,8 @@ pub fn all_metrics_on(
     }
     let gpu_input = match (bench, device, family, zero_d) {
         (_, _, _, true) => None,
-        (FloatData::F32(b), FloatData::F16(d), DeviceFamily::F16, _) => {
-            Some((b, PairDevice::F16(d)))
-        }
-        (FloatData::F32(b), FloatData::F32(d), DeviceFamily::F32 | DeviceFamily::BF16, _) => {
+        (Elems::F32(b), Elems::F16(d), DeviceFamily::F16, _) => Some((b, PairDevice::F16(d))),
+        (Elems::F32(b), Elems::F32(d), DeviceFamily::F32 | DeviceFamily::BF16, _) => {
             Some((b, PairDevice::F32(d)))
         }
         _ => None,

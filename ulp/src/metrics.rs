@@ -1,45 +1,20 @@
 //! Per-standard metrics, typed as msprobe returns them, built from one fused pass.
 
-use crate::elem::{Elem, FloatKind, Work};
+use crate::elem::{Elem, Work};
 use crate::fused::{DeviceFamily, FusedStats, Params, Scope, fused_stats};
 use crate::pyfmt::PyVal;
-use half::f16;
+use numprobe_tensor::{DType, Elems};
 use rayon::prelude::*;
 
-/// A borrowed floating array in its numpy dtype.
-#[derive(Clone, Copy, Debug)]
-pub enum FloatData<'a> {
-    F16(&'a [f16]),
-    F32(&'a [f32]),
-    F64(&'a [f64]),
-}
-
-impl FloatData<'_> {
-    pub fn len(&self) -> usize {
-        match self {
-            FloatData::F16(a) => a.len(),
-            FloatData::F32(a) => a.len(),
-            FloatData::F64(a) => a.len(),
-        }
-    }
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-    pub fn kind(&self) -> FloatKind {
-        match self {
-            FloatData::F16(_) => FloatKind::F16,
-            FloatData::F32(_) => FloatKind::F32,
-            FloatData::F64(_) => FloatKind::F64,
-        }
-    }
-    /// Element `i` as f64 (exact).
-    pub fn get(&self, i: usize) -> f64 {
-        match self {
-            FloatData::F16(a) => a[i].to_f64(),
-            FloatData::F32(a) => a[i] as f64,
-            FloatData::F64(a) => a[i],
-        }
-    }
+/// The elements of a float array numpy holds (float16, float32, float64) as exact f64 values;
+/// `None` for any other dtype.
+pub(crate) fn float_values(a: Elems<'_>) -> Option<Vec<f64>> {
+    Some(match a {
+        Elems::F16(a) => a.iter().map(|x| x.to_f64()).collect(),
+        Elems::F32(a) => a.iter().map(|&x| f64::from(x)).collect(),
+        Elems::F64(a) => a.to_vec(),
+        _ => return None,
+    })
 }
 
 /// Inputs the metrics cannot be computed on.
@@ -47,6 +22,10 @@ impl FloatData<'_> {
 pub enum MetricsError {
     #[error("bench has {bench} elements but device has {device}")]
     LengthMismatch { bench: usize, device: usize },
+    /// The metrics run on numpy's float dtypes; msprobe widens bfloat16 and float8 outputs to
+    /// float32 before it computes them.
+    #[error("the metrics take float16, float32 or float64 arrays, not {}", .0.numpy_name())]
+    NotFloat(DType),
 }
 
 /// Benchmark standard columns (标杆比对法).
@@ -350,11 +329,12 @@ fn run<B: Elem, D: Elem, W: Work, U: Work>(
 
 /// Computes every metric of one output pair in one fused pass.
 ///
-/// `bench`/`device` are the host arrays as msprobe hands them to numpy (a bf16 device output
-/// arrives as float32 values with `family == BF16`). Lengths must match.
+/// `bench`/`device` are the host arrays as msprobe hands them to numpy: float16, float32 or
+/// float64 elements (a bf16 device output arrives as float32 values with `family == BF16`).
+/// Lengths must match.
 pub fn all_metrics(
-    bench: FloatData<'_>,
-    device: FloatData<'_>,
+    bench: Elems<'_>,
+    device: Elems<'_>,
     family: DeviceFamily,
 ) -> Result<AllMetrics, MetricsError> {
     all_metrics_shaped(bench, device, family, false)
@@ -362,8 +342,8 @@ pub fn all_metrics(
 
 /// As [`all_metrics`]; `zero_d` marks a 0-d tensor, whose intermediates numpy 1.x widens.
 pub fn all_metrics_shaped(
-    bench: FloatData<'_>,
-    device: FloatData<'_>,
+    bench: Elems<'_>,
+    device: Elems<'_>,
     family: DeviceFamily,
     zero_d: bool,
 ) -> Result<AllMetrics, MetricsError> {
@@ -372,8 +352,8 @@ pub fn all_metrics_shaped(
 
 /// As [`all_metrics_shaped`], gathering only the standards of `scope` (the others are `None`).
 pub fn metrics_in_scope(
-    bench: FloatData<'_>,
-    device: FloatData<'_>,
+    bench: Elems<'_>,
+    device: Elems<'_>,
     family: DeviceFamily,
     zero_d: bool,
     scope: Scope,
@@ -384,7 +364,12 @@ pub fn metrics_in_scope(
             device: device.len(),
         });
     }
-    let p = Params::new(family, bench.kind(), device.kind()).with_scope(scope);
+    for side in [bench, device] {
+        if !matches!(side.dtype(), DType::F16 | DType::F32 | DType::F64) {
+            return Err(MetricsError::NotFloat(side.dtype()));
+        }
+    }
+    let p = Params::new(family, bench.dtype(), device.dtype()).with_scope(scope);
     // ULP arithmetic is float32 for fp16/bf16 devices and float64 otherwise.
     let ulp32 = matches!(family, DeviceFamily::F16 | DeviceFamily::BF16);
     macro_rules! go {
@@ -397,15 +382,16 @@ pub fn metrics_in_scope(
         };
     }
     Ok(match (bench, device) {
-        (FloatData::F16(b), FloatData::F16(d)) => go!(b, d, f32),
-        (FloatData::F16(b), FloatData::F32(d)) => go!(b, d, f32),
-        (FloatData::F32(b), FloatData::F16(d)) => go!(b, d, f32),
-        (FloatData::F32(b), FloatData::F32(d)) => go!(b, d, f32),
-        (FloatData::F16(b), FloatData::F64(d)) => go!(b, d, f64),
-        (FloatData::F32(b), FloatData::F64(d)) => go!(b, d, f64),
-        (FloatData::F64(b), FloatData::F16(d)) => go!(b, d, f64),
-        (FloatData::F64(b), FloatData::F32(d)) => go!(b, d, f64),
-        (FloatData::F64(b), FloatData::F64(d)) => go!(b, d, f64),
+        (Elems::F16(b), Elems::F16(d)) => go!(b, d, f32),
+        (Elems::F16(b), Elems::F32(d)) => go!(b, d, f32),
+        (Elems::F32(b), Elems::F16(d)) => go!(b, d, f32),
+        (Elems::F32(b), Elems::F32(d)) => go!(b, d, f32),
+        (Elems::F16(b), Elems::F64(d)) => go!(b, d, f64),
+        (Elems::F32(b), Elems::F64(d)) => go!(b, d, f64),
+        (Elems::F64(b), Elems::F16(d)) => go!(b, d, f64),
+        (Elems::F64(b), Elems::F32(d)) => go!(b, d, f64),
+        (Elems::F64(b), Elems::F64(d)) => go!(b, d, f64),
+        _ => unreachable!("both dtypes were checked above"),
     })
 }
 
@@ -464,13 +450,9 @@ mod tests {
                 .build()
                 .unwrap()
                 .install(|| {
-                    all_metrics(
-                        FloatData::F64(&bench),
-                        FloatData::F64(&device),
-                        DeviceFamily::Other,
-                    )
-                    .unwrap()
-                    .cosine
+                    all_metrics(Elems::F64(&bench), Elems::F64(&device), DeviceFamily::Other)
+                        .unwrap()
+                        .cosine
                 })
         };
         let one = run(1);

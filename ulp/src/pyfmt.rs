@@ -108,6 +108,13 @@ impl PyVal {
     }
 }
 
+/// The cell text ([`PyVal::csv_text`]).
+impl std::fmt::Display for PyVal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.csv_text())
+    }
+}
+
 /// Python's `"{:.14f}".format(x)`.
 pub fn fmt_fixed14(v: f64) -> String {
     fmt_fixed(v, 14)

@@ -2,31 +2,33 @@
 //! numpy expressions. It materialises every intermediate array (so it is slow) and serves as the
 //! oracle the fused pass is tested against.
 //!
-//! Arrays are given as exact f64 values plus their numpy kind; every numpy operation is an f64
+//! Arrays are given as exact f64 values plus their numpy dtype; every numpy operation is an f64
 //! operation rounded to the kind numpy computes it in (for +,-,*,/ on float32/float16 operands
 //! this double rounding is exact, since f64 carries more than twice their precision plus two).
 
-use crate::elem::{FloatKind, exp2_int, np_mean, np_sum};
+use crate::elem::{NumpyFloat, exp2_int, np_mean, np_sum};
 use crate::fused::{DeviceFamily, Params};
 use crate::metrics::{AbsoluteThresholdMetrics, AccumulativeMetrics, BenchmarkMetrics, UlpMetrics};
 use crate::pyfmt::PyVal;
+use numprobe_tensor::DType;
 
-/// One (bench, device) pair as numpy holds it.
+/// One (bench, device) pair as numpy holds it: exact values and their numpy dtype (float16,
+/// float32 or float64).
 #[derive(Clone, Copy, Debug)]
 pub struct Pair<'a> {
     pub bench: &'a [f64],
-    pub bench_kind: FloatKind,
+    pub bench_dtype: DType,
     pub device: &'a [f64],
-    pub device_kind: FloatKind,
+    pub device_dtype: DType,
     pub family: DeviceFamily,
 }
 
 impl Pair<'_> {
-    fn w(&self) -> FloatKind {
-        self.bench_kind.max(self.device_kind)
+    fn w(&self) -> DType {
+        self.bench_dtype.promote(self.device_dtype)
     }
     fn params(&self) -> Params {
-        Params::new(self.family, self.bench_kind, self.device_kind)
+        Params::new(self.family, self.bench_dtype, self.device_dtype)
     }
 }
 
@@ -40,9 +42,9 @@ fn np_max(a: &[f64]) -> f64 {
     })
 }
 
-fn mean_in(kind: FloatKind, a: &[f64]) -> f64 {
-    match kind {
-        FloatKind::F64 => np_mean(a),
+fn mean_in(dtype: DType, a: &[f64]) -> f64 {
+    match dtype {
+        DType::F64 => np_mean(a),
         _ => {
             let v: Vec<f32> = a.iter().map(|&x| x as f32).collect();
             np_mean(&v) as f64
@@ -50,9 +52,9 @@ fn mean_in(kind: FloatKind, a: &[f64]) -> f64 {
     }
 }
 
-fn sum_in(kind: FloatKind, a: &[f64]) -> f64 {
-    match kind {
-        FloatKind::F64 => np_sum(a),
+fn sum_in(dtype: DType, a: &[f64]) -> f64 {
+    match dtype {
+        DType::F64 => np_sum(a),
         _ => {
             let v: Vec<f32> = a.iter().map(|&x| x as f32).collect();
             np_sum(&v) as f64
@@ -83,7 +85,7 @@ pub fn abs_bench_with_eps(p: &Pair<'_>) -> Vec<f64> {
     let eps = p.params().eps;
     p.bench
         .iter()
-        .map(|&b| p.bench_kind.round(b.abs() + eps))
+        .map(|&b| p.bench_dtype.round(b.abs() + eps))
         .collect()
 }
 
@@ -102,7 +104,7 @@ fn finite_masks(p: &Pair<'_>) -> Vec<bool> {
     p.bench
         .iter()
         .zip(p.device)
-        .map(|(&b, &d)| d.is_finite() && p.device_kind.round(b).is_finite())
+        .map(|(&b, &d)| d.is_finite() && p.device_dtype.round(b).is_finite())
         .collect()
 }
 
@@ -116,7 +118,7 @@ fn small_mask(p: &Pair<'_>, finite: &[bool], small_value: f64) -> Vec<bool> {
 
 /// `get_error_balance`.
 pub fn error_balance(p: &Pair<'_>) -> PyVal {
-    let dk = p.device_kind;
+    let dk = p.device_dtype;
     let diffs: Vec<f64> = p
         .bench
         .iter()
@@ -185,7 +187,7 @@ pub fn benchmark(p: &Pair<'_>) -> BenchmarkMetrics {
 
 /// `check_inf_nan_value` with tolerance `tol`.
 fn inf_nan_ratio(p: &Pair<'_>, finite: &[bool], tol: f64) -> PyVal {
-    let dk = p.device_kind;
+    let dk = p.device_dtype;
     let prm = p.params();
     let abe = abs_bench_with_eps(p);
     let clip = |x: f64| {
@@ -204,7 +206,9 @@ fn inf_nan_ratio(p: &Pair<'_>, finite: &[bool], tol: f64) -> PyVal {
         total += 1;
         let gc = clip(dk.round(p.bench[i]));
         let nc = clip(p.device[i]);
-        let re = dk.max(p.bench_kind).round(dk.round(nc - gc).abs() / abe[i]);
+        let re = dk
+            .promote(p.bench_dtype)
+            .round(dk.round(nc - gc).abs() / abe[i]);
         let pass = re <= tol || (p.device[i].is_nan() && gc.is_nan());
         fails += (!pass) as usize;
     }
@@ -264,16 +268,17 @@ pub fn accumulative(p: &Pair<'_>) -> AccumulativeMetrics {
 /// Element-wise ULP error (`get_ulp_err`) for fp16/bf16/fp32 devices; `None` for other dtypes.
 pub fn ulp_errors(p: &Pair<'_>) -> Option<Vec<f64>> {
     let (mant, emin) = p.params().ulp?;
-    let bk = p.bench_kind;
+    let bk = p.bench_dtype;
     let u = if p.family == DeviceFamily::F32 {
-        FloatKind::F64
+        DType::F64
     } else {
-        FloatKind::F32
+        DType::F32
     };
     let log2_in = |a: f64| match bk {
-        FloatKind::F64 => a.log2(),
-        FloatKind::F32 => (a as f32).log2() as f64,
-        FloatKind::F16 => FloatKind::F16.round((a as f32).log2() as f64),
+        DType::F64 => a.log2(),
+        DType::F32 => (a as f32).log2() as f64,
+        DType::F16 => DType::F16.round((a as f32).log2() as f64),
+        other => panic!("{other:?} is not one of numpy's float dtypes"),
     };
     Some(
         p.bench
@@ -295,9 +300,9 @@ pub fn ulp_errors(p: &Pair<'_>) -> Option<Vec<f64>> {
 pub fn ulp(p: &Pair<'_>) -> Option<UlpMetrics> {
     let errs = ulp_errors(p)?;
     let u = if p.family == DeviceFamily::F32 {
-        FloatKind::F64
+        DType::F64
     } else {
-        FloatKind::F32
+        DType::F32
     };
     let thr = if p.family == DeviceFamily::F32 {
         32.0
@@ -308,7 +313,7 @@ pub fn ulp(p: &Pair<'_>) -> Option<UlpMetrics> {
     let n = errs.len();
     let sum = sum_in(u, &errs);
     let mean = match u {
-        FloatKind::F64 => sum / n as f64,
+        DType::F64 => sum / n as f64,
         _ => ((sum as f32) as f64 / n as f64) as f32 as f64,
     };
     Some(UlpMetrics {

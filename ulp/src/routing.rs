@@ -1,81 +1,4 @@
-//! Torch dtypes as msprobe names them, the accuracy standards, and which standard judges an API
-//! (spec §3).
-
-/// The torch dtypes that reach the accuracy checker.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum TorchDtype {
-    Float16,
-    BFloat16,
-    Float32,
-    Float64,
-    Float8E4M3Fn,
-    Float8E5M2,
-    Complex64,
-    Complex128,
-    Bool,
-    UInt8,
-    Int8,
-    Int16,
-    Int32,
-    Int64,
-    UInt16,
-    UInt32,
-    UInt64,
-}
-
-impl TorchDtype {
-    /// `str(torch dtype)`, e.g. `torch.float16`.
-    pub fn torch_str(self) -> &'static str {
-        match self {
-            TorchDtype::Float16 => "torch.float16",
-            TorchDtype::BFloat16 => "torch.bfloat16",
-            TorchDtype::Float32 => "torch.float32",
-            TorchDtype::Float64 => "torch.float64",
-            TorchDtype::Float8E4M3Fn => "torch.float8_e4m3fn",
-            TorchDtype::Float8E5M2 => "torch.float8_e5m2",
-            TorchDtype::Complex64 => "torch.complex64",
-            TorchDtype::Complex128 => "torch.complex128",
-            TorchDtype::Bool => "torch.bool",
-            TorchDtype::UInt8 => "torch.uint8",
-            TorchDtype::Int8 => "torch.int8",
-            TorchDtype::Int16 => "torch.int16",
-            TorchDtype::Int32 => "torch.int32",
-            TorchDtype::Int64 => "torch.int64",
-            TorchDtype::UInt16 => "torch.uint16",
-            TorchDtype::UInt32 => "torch.uint32",
-            TorchDtype::UInt64 => "torch.uint64",
-        }
-    }
-
-    /// Parses `float16`, `torch.float16`, `bf16`-style names.
-    pub fn parse(name: &str) -> Option<Self> {
-        let n = name.strip_prefix("torch.").unwrap_or(name);
-        Some(match n {
-            "float16" | "half" | "fp16" => TorchDtype::Float16,
-            "bfloat16" | "bf16" => TorchDtype::BFloat16,
-            "float32" | "float" | "fp32" => TorchDtype::Float32,
-            "float64" | "double" | "fp64" => TorchDtype::Float64,
-            "float8_e4m3fn" => TorchDtype::Float8E4M3Fn,
-            "float8_e5m2" => TorchDtype::Float8E5M2,
-            "complex64" => TorchDtype::Complex64,
-            "complex128" => TorchDtype::Complex128,
-            "bool" => TorchDtype::Bool,
-            "uint8" => TorchDtype::UInt8,
-            "int8" => TorchDtype::Int8,
-            "int16" => TorchDtype::Int16,
-            "int32" => TorchDtype::Int32,
-            "int64" => TorchDtype::Int64,
-            "uint16" => TorchDtype::UInt16,
-            "uint32" => TorchDtype::UInt32,
-            "uint64" => TorchDtype::UInt64,
-            _ => return None,
-        })
-    }
-
-    pub fn is_fp8(self) -> bool {
-        matches!(self, TorchDtype::Float8E4M3Fn | TorchDtype::Float8E5M2)
-    }
-}
+//! The accuracy standards and which standard judges an API's output (spec §3).
 
 /// The accuracy standards (`CompareConst` names).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -110,6 +33,13 @@ impl Standard {
             Standard::Thousandth => "双千指标法",
             Standard::AccumulativeError => "累积误差比对法",
         }
+    }
+}
+
+/// msprobe's internal name ([`Standard::as_str`]).
+impl std::fmt::Display for Standard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
     }
 }
 

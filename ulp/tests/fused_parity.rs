@@ -5,11 +5,11 @@
 mod edges;
 use half::f16;
 use proptest::prelude::*;
-use ulp::PyVal;
-use ulp::elem::FloatKind;
+use ulp::elem::NumpyFloat;
 use ulp::fused::{DeviceFamily, Scope};
-use ulp::metrics::{AllMetrics, FloatData, all_metrics, metrics_in_scope};
+use ulp::metrics::{AllMetrics, all_metrics, metrics_in_scope};
 use ulp::reference::{self, Pair};
+use ulp::{DType, Elems, PyVal};
 
 #[derive(Clone, Debug)]
 enum Gen {
@@ -79,12 +79,12 @@ fn compare(family: DeviceFamily, bench: &[f64], device: &[f64]) -> Result<(), Te
     }
     // Store the arrays in the dtypes msprobe hands to numpy for this device dtype.
     let (bk, dk) = match family {
-        DeviceFamily::F16 => (FloatKind::F32, FloatKind::F16),
+        DeviceFamily::F16 => (DType::F32, DType::F16),
         DeviceFamily::BF16 | DeviceFamily::F32 if family == DeviceFamily::BF16 => {
-            (FloatKind::F32, FloatKind::F32)
+            (DType::F32, DType::F32)
         }
-        DeviceFamily::F32 => (FloatKind::F64, FloatKind::F32),
-        _ => (FloatKind::F64, FloatKind::F64),
+        DeviceFamily::F32 => (DType::F64, DType::F32),
+        _ => (DType::F64, DType::F64),
     };
     let bench: Vec<f64> = bench.iter().map(|&x| bk.round(x)).collect();
     let device: Vec<f64> = device
@@ -101,15 +101,15 @@ fn compare(family: DeviceFamily, bench: &[f64], device: &[f64]) -> Result<(), Te
     let b32: Vec<f32> = bench.iter().map(|&x| x as f32).collect();
     let d32: Vec<f32> = device.iter().map(|&x| x as f32).collect();
     let d16: Vec<f16> = device.iter().map(|&x| f16::from_f64(x)).collect();
-    let bdata = if bk == FloatKind::F32 {
-        FloatData::F32(&b32)
+    let bdata = if bk == DType::F32 {
+        Elems::F32(&b32)
     } else {
-        FloatData::F64(&bench)
+        Elems::F64(&bench)
     };
     let ddata = match dk {
-        FloatKind::F16 => FloatData::F16(&d16),
-        FloatKind::F32 => FloatData::F32(&d32),
-        FloatKind::F64 => FloatData::F64(&device),
+        DType::F16 => Elems::F16(&d16),
+        DType::F32 => Elems::F32(&d32),
+        _ => Elems::F64(&device),
     };
     let m = all_metrics(bdata, ddata, family).unwrap();
     // The benchmark-only pass (run_ut's default routing) gives the same bits for what it
@@ -125,13 +125,13 @@ fn compare(family: DeviceFamily, bench: &[f64], device: &[f64]) -> Result<(), Te
     prop_assert_eq!(format!("{narrow:?}"), format!("{want:?}"));
     let p = Pair {
         bench: &bench,
-        bench_kind: bk,
+        bench_dtype: bk,
         device: &device,
-        device_kind: dk,
+        device_dtype: dk,
         family,
     };
     // Beyond one numpy block a float64 mean is summed plainly (within 1e-15 of numpy's).
-    let mean_tol = if bench.len() > 8192 && bk == FloatKind::F64 {
+    let mean_tol = if bench.len() > 8192 && bk == DType::F64 {
         1e-13
     } else {
         0.0

@@ -5,11 +5,12 @@
 //! the spec (cosine, RMSE, mean relative error, mean ULP error: 1e-6 relative).
 
 use half::{bf16, f16};
+use numprobe_tensor::Elems;
 use proptest::prelude::*;
 use stats_gpu::gpu::Gpu;
 use testsupport::{few_workgroups, gpu};
 use ulp::gpu::{Backend, PairDevice, all_metrics_gpu, all_metrics_on};
-use ulp::{AllMetrics, DeviceFamily, FloatData, PyVal, all_metrics};
+use ulp::{AllMetrics, DeviceFamily, PyVal, all_metrics};
 
 fn exact(name: &str, g: &PyVal, c: &PyVal) {
     assert_eq!(g.type_name(), c.type_name(), "{name}: {g:?} vs {c:?}");
@@ -164,12 +165,7 @@ fn pairs(max: usize) -> impl Strategy<Value = (Vec<f32>, Vec<f32>)> {
 }
 
 fn check_f32(gpu: &Gpu, bench: &[f32], device: &[f32], chunk: usize) {
-    let c = all_metrics(
-        FloatData::F32(bench),
-        FloatData::F32(device),
-        DeviceFamily::F32,
-    )
-    .unwrap();
+    let c = all_metrics(Elems::F32(bench), Elems::F32(device), DeviceFamily::F32).unwrap();
     let g = all_metrics_gpu(
         gpu,
         bench,
@@ -183,7 +179,7 @@ fn check_f32(gpu: &Gpu, bench: &[f32], device: &[f32], chunk: usize) {
 
 fn check_f16(gpu: &Gpu, bench: &[f32], device: &[f32], chunk: usize) {
     let d: Vec<f16> = device.iter().map(|&x| f16::from_f32(x)).collect();
-    let c = all_metrics(FloatData::F32(bench), FloatData::F16(&d), DeviceFamily::F16).unwrap();
+    let c = all_metrics(Elems::F32(bench), Elems::F16(&d), DeviceFamily::F16).unwrap();
     let g = all_metrics_gpu(gpu, bench, PairDevice::F16(&d), DeviceFamily::F16, chunk).unwrap();
     same_cells(&g, &c);
 }
@@ -192,12 +188,7 @@ fn check_bf16(gpu: &Gpu, bench: &[f32], device: &[f32], chunk: usize) {
     let d: Vec<bf16> = device.iter().map(|&x| bf16::from_f32(x)).collect();
     // msprobe hands a bf16 device output to numpy as float32 values.
     let d32: Vec<f32> = d.iter().map(|x| x.to_f32()).collect();
-    let c = all_metrics(
-        FloatData::F32(bench),
-        FloatData::F32(&d32),
-        DeviceFamily::BF16,
-    )
-    .unwrap();
+    let c = all_metrics(Elems::F32(bench), Elems::F32(&d32), DeviceFamily::BF16).unwrap();
     let g = all_metrics_gpu(gpu, bench, PairDevice::Bf16(&d), DeviceFamily::BF16, chunk).unwrap();
     same_cells(&g, &c);
     let g32 =
@@ -315,37 +306,27 @@ fn backend_selection_routes_what_the_gpu_cannot_take_to_the_cpu() {
     // A float64 bench (run_ut's fp32 device) always runs on the CPU, whatever the backend.
     for backend in [Backend::Cpu, Backend::Auto, Backend::Gpu] {
         let got = all_metrics_on(
-            FloatData::F64(&b64),
-            FloatData::F32(&device),
+            Elems::F64(&b64),
+            Elems::F32(&device),
             DeviceFamily::F32,
             false,
             backend,
         )
         .unwrap();
-        let want = all_metrics(
-            FloatData::F64(&b64),
-            FloatData::F32(&device),
-            DeviceFamily::F32,
-        )
-        .unwrap();
+        let want = all_metrics(Elems::F64(&b64), Elems::F32(&device), DeviceFamily::F32).unwrap();
         assert_eq!(format!("{got:?}"), format!("{want:?}"));
     }
     if gpu(few_workgroups).is_none() {
         return;
     }
     let got = all_metrics_on(
-        FloatData::F32(&bench),
-        FloatData::F32(&device),
+        Elems::F32(&bench),
+        Elems::F32(&device),
         DeviceFamily::BF16,
         false,
         Backend::Gpu,
     )
     .unwrap();
-    let want = all_metrics(
-        FloatData::F32(&bench),
-        FloatData::F32(&device),
-        DeviceFamily::BF16,
-    )
-    .unwrap();
+    let want = all_metrics(Elems::F32(&bench), Elems::F32(&device), DeviceFamily::BF16).unwrap();
     same_cells(&got, &want);
 }

@@ -12,8 +12,8 @@ use ulp::gpu::gpu_fused_f32;
 fn cpu(bench: &[f32], device: &[f32]) -> FusedStats<f32, f64> {
     let p = Params::new(
         DeviceFamily::F32,
-        ulp::elem::FloatKind::F32,
-        ulp::elem::FloatKind::F32,
+        numprobe_tensor::DType::F32,
+        numprobe_tensor::DType::F32,
     );
     fused_stats::<f32, f32, f32, f64>(bench, device, &p)
 }

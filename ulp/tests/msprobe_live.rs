@@ -7,8 +7,7 @@ mod common;
 
 use common::*;
 use std::process::Command;
-use testsupport::DType;
-use ulp::{CheckOptions, TensorRef, TorchDtype, check_output};
+use ulp::{CheckOptions, DType, Output, check_output};
 
 const SCRIPT: &str = r#"
 import csv, io, json, os, sys
@@ -98,15 +97,13 @@ fn detail_rows_match_live_msprobe() {
         let k = case["k"].as_u64().unwrap();
         let b = load(&dir.path().join(format!("b{k}.npy")));
         let d = load(&dir.path().join(format!("d{k}.npy")));
-        let dtype = TorchDtype::parse(case["dtype"].as_str().unwrap()).unwrap();
+        let dtype = DType::from_numpy_name(case["dtype"].as_str().unwrap()).unwrap();
         let shape = [b.as_f64().len()];
-        let bench = TensorRef::new(b.data(), &shape);
-        let device = TensorRef {
-            data: d.data(),
-            shape: &shape,
-            torch_dtype: dtype,
-        };
-        let row = check_output("add", bench, device, CheckOptions::default());
+        let bench = Output::new(b.view(&shape));
+        let device = Output::with_dtype(d.view(&shape), dtype);
+        let row = check_output("add", bench, device, CheckOptions::default())
+            .unwrap()
+            .row;
         let line = row.csv_line("Torch.add.0.forward.output.0");
         let want = case["csv_line"].as_str().unwrap();
         if line == want {

@@ -3,7 +3,7 @@
 mod common;
 
 use common::*;
-use ulp::{CheckOptions, TensorRef, TorchDtype, check_output};
+use ulp::{CheckOptions, DType, Output, check_output};
 
 /// Columns (API Name first) of the cells that may differ by a relative 1e-6.
 const TOLERANT_COLUMNS: [usize; 5] = [4, 10, 11, 14, 19];
@@ -49,15 +49,13 @@ fn run_ut_metrics_detail_rows() {
         let id = case["id"].as_str().unwrap();
         let (b, bshape) = array(&case["inputs"]["bench"]);
         let (d, dshape) = array(&case["inputs"]["device"]);
-        let ddtype = TorchDtype::parse(case["device_dtype"].as_str().unwrap()).unwrap();
-        let bench = TensorRef::new(b.data(), &bshape);
-        let device = TensorRef {
-            data: d.data(),
-            shape: &dshape,
-            torch_dtype: ddtype,
-        };
+        let ddtype = DType::from_numpy_name(case["device_dtype"].as_str().unwrap()).unwrap();
+        let bench = Output::new(b.view(&bshape));
+        let device = Output::with_dtype(d.view(&dshape), ddtype);
         let api = case["api_name"].as_str().unwrap();
-        let row = check_output(api, bench, device, CheckOptions::default());
+        let row = check_output(api, bench, device, CheckOptions::default())
+            .unwrap()
+            .row;
         let detail = &case["run_ut"]["detail"];
         for (key, cell) in keys.iter().zip(row.cells()) {
             let tol = if TOLERANT.contains(&key.as_str()) {
@@ -94,9 +92,11 @@ fn run_ut_metrics_detail_rows() {
 fn special_row(api: &str, case: &serde_json::Value) -> ulp::DetailRow {
     let (b, bshape) = array(&case["bench"]);
     let (d, dshape) = array(&case["device"]);
-    let bench = TensorRef::new(b.data(), &bshape);
-    let device = TensorRef::new(d.data(), &dshape);
+    let bench = Output::new(b.view(&bshape));
+    let device = Output::new(d.view(&dshape));
     check_output(api, bench, device, CheckOptions::default())
+        .unwrap()
+        .row
 }
 
 #[test]
@@ -133,17 +133,15 @@ fn json_export_carries_detail_keys_types_and_line() {
     let case = &v["cases"][0];
     let (b, bshape) = array(&case["inputs"]["bench"]);
     let (d, dshape) = array(&case["inputs"]["device"]);
-    let dtype = TorchDtype::parse(case["device_dtype"].as_str().unwrap()).unwrap();
+    let dtype = DType::from_numpy_name(case["device_dtype"].as_str().unwrap()).unwrap();
     let row = check_output(
         "add",
-        TensorRef::new(b.data(), &bshape),
-        TensorRef {
-            data: d.data(),
-            shape: &dshape,
-            torch_dtype: dtype,
-        },
+        Output::new(b.view(&bshape)),
+        Output::with_dtype(d.view(&dshape), dtype),
         CheckOptions::default(),
-    );
+    )
+    .unwrap()
+    .row;
     let j = row.to_json("Torch.add.0.forward.output.0");
     let detail = &case["run_ut"]["detail"];
     for key in ulp::check::DETAIL_KEYS {

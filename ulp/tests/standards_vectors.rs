@@ -5,11 +5,10 @@ mod common;
 
 use common::*;
 use serde_json::Value;
-use ulp::PyVal;
-use ulp::elem::FloatKind;
 use ulp::fused::DeviceFamily;
-use ulp::metrics::{AllMetrics, FloatData, all_metrics_shaped};
+use ulp::metrics::{AllMetrics, all_metrics_shaped};
 use ulp::reference::{self, Pair};
+use ulp::{DType, PyVal};
 
 fn family(dtype: &str) -> DeviceFamily {
     match dtype {
@@ -17,23 +16,6 @@ fn family(dtype: &str) -> DeviceFamily {
         "bfloat16" => DeviceFamily::BF16,
         "float32" => DeviceFamily::F32,
         _ => DeviceFamily::Other,
-    }
-}
-
-fn kind(o: &Owned) -> FloatKind {
-    match o {
-        Owned::F16(_) => FloatKind::F16,
-        Owned::F32(_) => FloatKind::F32,
-        _ => FloatKind::F64,
-    }
-}
-
-fn float_data(o: &Owned) -> FloatData<'_> {
-    match o {
-        Owned::F16(a) => FloatData::F16(a),
-        Owned::F32(a) => FloatData::F32(a),
-        Owned::F64(a) => FloatData::F64(a),
-        _ => panic!("not float"),
     }
 }
 
@@ -163,13 +145,13 @@ fn standards_and_primitives() {
         let (d, shape) = array(&case["inputs"]["device"]);
         let fam = family(case["device_dtype"].as_str().unwrap());
         let zero_d = shape.is_empty();
-        let m = all_metrics_shaped(float_data(&b), float_data(&d), fam, zero_d).unwrap();
+        let m = all_metrics_shaped(b.elems(), d.elems(), fam, zero_d).unwrap();
         let (bv, dv) = (b.as_f64(), d.as_f64());
         let pair = Pair {
             bench: &bv,
-            bench_kind: kind(&b),
+            bench_dtype: b.elems().dtype(),
             device: &dv,
-            device_kind: kind(&d),
+            device_dtype: d.elems().dtype(),
             family: fam,
         };
         if let Some(standards) = case.get("standards").and_then(Value::as_object) {
@@ -249,7 +231,7 @@ fn standards_and_primitives() {
                 }
             }
         }
-        let w_kind = if kind(&b) == FloatKind::F64 || kind(&d) == FloatKind::F64 {
+        let w_kind = if b.elems().dtype() == DType::F64 || d.elems().dtype() == DType::F64 {
             "float64"
         } else {
             "float32"

@@ -8,59 +8,52 @@
 
 use std::sync::{Arc, Condvar, Mutex};
 
-use half::f16;
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use ulp::check::DETAIL_KEYS;
-use ulp::{ArrayData, CheckOptions, DetailRow, PyVal, Routing, TensorRef, TorchDtype};
+use ulp::{CheckOptions, DType, DetailRow, Output, PyVal, Routing, TensorView};
 
-/// Borrows `len` elements of `T` at `ptr`.
-///
-/// # Safety
-/// `ptr` is the `data_ptr()` of a contiguous CPU tensor with `len` elements of type `T` that
-/// the caller keeps alive (and unmodified) for the duration of the call.
-unsafe fn borrow_elems<'a, T>(ptr: usize, len: usize) -> PyResult<&'a [T]> {
-    if len == 0 {
-        return Ok(&[]);
-    }
-    if ptr == 0 || !ptr.is_multiple_of(std::mem::align_of::<T>()) {
+/// The dtype of host memory numpy would see as `numpy_dtype`: floats, bool and integers.
+fn host_dtype(numpy_dtype: &str) -> PyResult<DType> {
+    DType::from_numpy_name(numpy_dtype)
+        .filter(|&d| matches!(d, DType::F16 | DType::F32 | DType::F64 | DType::Bool) || d.is_int())
+        .ok_or_else(|| {
+            PyValueError::new_err(format!(
+                "unsupported host dtype {numpy_dtype:?} for the accuracy check"
+            ))
+        })
+}
+
+/// Checks that `numel` elements of `dtype` at `ptr` can be borrowed as a typed slice.
+fn check_memory(ptr: usize, numel: usize, dtype: DType) -> PyResult<()> {
+    // Every host dtype's alignment is its size.
+    let align = dtype.size();
+    if numel != 0 && (ptr == 0 || !ptr.is_multiple_of(align)) {
         return Err(PyValueError::new_err(format!(
-            "tensor memory at {ptr:#x} is null or not aligned to {} bytes",
-            std::mem::align_of::<T>()
+            "tensor memory at {ptr:#x} is null or not aligned to {align} bytes"
         )));
     }
-    Ok(unsafe { std::slice::from_raw_parts(ptr as *const T, len) })
+    Ok(())
 }
 
+/// A view of `shape` elements of `dtype` at `ptr`.
+///
 /// # Safety
-/// See [`borrow_elems`].
-unsafe fn array<'a>(ptr: usize, len: usize, numpy_dtype: &str) -> PyResult<ArrayData<'a>> {
-    unsafe {
-        Ok(match numpy_dtype {
-            "float16" => ArrayData::F16(borrow_elems::<f16>(ptr, len)?),
-            "float32" => ArrayData::F32(borrow_elems::<f32>(ptr, len)?),
-            "float64" => ArrayData::F64(borrow_elems::<f64>(ptr, len)?),
-            // torch.bool is one byte per element holding 0 or 1, like Rust's bool.
-            "bool" => ArrayData::Bool(borrow_elems::<bool>(ptr, len)?),
-            "uint8" => ArrayData::U8(borrow_elems::<u8>(ptr, len)?),
-            "int8" => ArrayData::I8(borrow_elems::<i8>(ptr, len)?),
-            "int16" => ArrayData::I16(borrow_elems::<i16>(ptr, len)?),
-            "uint16" => ArrayData::U16(borrow_elems::<u16>(ptr, len)?),
-            "int32" => ArrayData::I32(borrow_elems::<i32>(ptr, len)?),
-            "uint32" => ArrayData::U32(borrow_elems::<u32>(ptr, len)?),
-            "int64" => ArrayData::I64(borrow_elems::<i64>(ptr, len)?),
-            "uint64" => ArrayData::U64(borrow_elems::<u64>(ptr, len)?),
-            other => {
-                return Err(PyValueError::new_err(format!(
-                    "unsupported host dtype {other:?} for the accuracy check"
-                )));
-            }
-        })
-    }
+/// `ptr` is the `data_ptr()` of a contiguous CPU tensor of that many elements, checked by
+/// [`check_memory`], that the caller keeps alive (and unmodified) while the view is used.
+unsafe fn view<'a>(ptr: usize, dtype: DType, shape: &'a [usize]) -> PyResult<TensorView<'a>> {
+    let len = shape.iter().product::<usize>() * dtype.size();
+    let bytes: &[u8] = if len == 0 {
+        &[]
+    } else {
+        unsafe { std::slice::from_raw_parts(ptr as *const u8, len) }
+    };
+    // torch.bool is one byte per element holding 0 or 1, like Rust's bool.
+    TensorView::new(dtype, shape, bytes).map_err(|e| PyValueError::new_err(e.to_string()))
 }
 
-fn torch_dtype(name: &str) -> PyResult<TorchDtype> {
-    TorchDtype::parse(name)
+fn torch_dtype(name: &str) -> PyResult<DType> {
+    DType::from_torch_name(name)
         .ok_or_else(|| PyValueError::new_err(format!("unknown torch dtype {name:?}")))
 }
 
@@ -117,21 +110,17 @@ struct SideTuple(usize, usize, String, Vec<usize>, String);
 
 struct Side {
     ptr: usize,
-    numel: usize,
-    numpy_dtype: String,
+    host_dtype: DType,
     shape: Vec<usize>,
-    torch_dtype: TorchDtype,
+    torch_dtype: DType,
 }
 
 impl Side {
     /// # Safety
-    /// See [`borrow_elems`]: the memory must stay alive and unmodified while the result is used.
-    unsafe fn tensor(&self) -> PyResult<TensorRef<'_>> {
-        Ok(TensorRef {
-            data: unsafe { array(self.ptr, self.numel, &self.numpy_dtype)? },
-            shape: &self.shape,
-            torch_dtype: self.torch_dtype,
-        })
+    /// See [`view`]: the memory must stay alive and unmodified while the result is used.
+    unsafe fn output(&self) -> PyResult<Output<'_>> {
+        let view = unsafe { view(self.ptr, self.host_dtype, &self.shape)? };
+        Ok(Output::with_dtype(view, self.torch_dtype))
     }
 }
 
@@ -154,30 +143,30 @@ impl Comparison {
         let opts = CheckOptions {
             routing: self::routing(routing)?,
             fp8_input,
+            ..CheckOptions::default()
         };
         let (bt, dt) = (torch_dtype(&bench.4)?, torch_dtype(&device.4)?);
-        let side = |t: SideTuple, torch_dtype| Side {
-            ptr: t.0,
-            numel: t.1,
-            numpy_dtype: t.2,
-            shape: t.3,
-            torch_dtype,
-        };
-        let (bench, device) = (side(bench, bt), side(device, dt));
-        for side in [&bench, &device] {
-            let expected: usize = side.shape.iter().product();
-            if expected != side.numel {
+        for t in [&bench, &device] {
+            let expected: usize = t.3.iter().product();
+            if expected != t.1 {
                 return Err(PyValueError::new_err(format!(
                     "shape {:?} holds {expected} elements, but numel is {}",
-                    side.shape, side.numel
+                    t.3, t.1
                 )));
             }
         }
         // Dtype names and alignment, checked here so that `run` cannot fail on them later.
-        // SAFETY: views of at most one element of memory the caller holds, dropped at once.
-        for side in [&bench, &device] {
-            unsafe { array(side.ptr, side.numel.min(1), &side.numpy_dtype)? };
-        }
+        let side = |t: SideTuple, torch_dtype| -> PyResult<Side> {
+            let host_dtype = host_dtype(&t.2)?;
+            check_memory(t.0, t.1, host_dtype)?;
+            Ok(Side {
+                ptr: t.0,
+                host_dtype,
+                shape: t.3,
+                torch_dtype,
+            })
+        };
+        let (bench, device) = (side(bench, bt)?, side(device, dt)?);
         Ok(Comparison {
             api_name: api_name.to_string(),
             bench,
@@ -189,8 +178,10 @@ impl Comparison {
     /// # Safety
     /// Both sides' memory is alive and unmodified for the duration of the call.
     unsafe fn run(&self) -> PyResult<DetailRow> {
-        let (b, d) = unsafe { (self.bench.tensor()?, self.device.tensor()?) };
-        Ok(ulp::check_output(&self.api_name, b, d, self.opts))
+        let (b, d) = unsafe { (self.bench.output()?, self.device.output()?) };
+        ulp::check_output(&self.api_name, b, d, self.opts)
+            .map(|verdict| verdict.row)
+            .map_err(|e| PyValueError::new_err(e.to_string()))
     }
 }
 

@@ -4,7 +4,7 @@
 use half::f16;
 use serde_json::Value;
 use testsupport::{DType, read_npy, testdata};
-use ulp::PyVal;
+use ulp::{Elems, PyVal, TensorView};
 
 pub fn vectors(name: &str) -> Value {
     let path = testdata().join("vectors/accuracy").join(name);
@@ -40,17 +40,23 @@ pub enum Owned {
 }
 
 impl Owned {
-    pub fn data(&self) -> ulp::ArrayData<'_> {
+    pub fn elems(&self) -> Elems<'_> {
         match self {
-            Owned::F16(a) => ulp::ArrayData::F16(a),
-            Owned::F32(a) => ulp::ArrayData::F32(a),
-            Owned::F64(a) => ulp::ArrayData::F64(a),
-            Owned::Bool(a) => ulp::ArrayData::Bool(a),
-            Owned::U8(a) => ulp::ArrayData::U8(a),
-            Owned::I8(a) => ulp::ArrayData::I8(a),
-            Owned::I32(a) => ulp::ArrayData::I32(a),
-            Owned::I64(a) => ulp::ArrayData::I64(a),
+            Owned::F16(a) => Elems::F16(a),
+            Owned::F32(a) => Elems::F32(a),
+            Owned::F64(a) => Elems::F64(a),
+            Owned::Bool(a) => Elems::Bool(a),
+            Owned::U8(a) => Elems::U8(a),
+            Owned::I8(a) => Elems::I8(a),
+            Owned::I32(a) => Elems::I32(a),
+            Owned::I64(a) => Elems::I64(a),
         }
+    }
+    /// The array with `shape` as a view.
+    pub fn view<'a>(&'a self, shape: &'a [usize]) -> TensorView<'a> {
+        self.elems()
+            .view(shape)
+            .expect("the vector's shape fits its data")
     }
     pub fn as_f64(&self) -> Vec<f64> {
         match self {
