@@ -61,28 +61,39 @@ pub(crate) fn gpu_partial(
 
 #[cfg(feature = "gpu")]
 mod imp {
+    use std::sync::OnceLock;
+
     use half::{bf16, f16};
-    use stats_gpu::gpu::{Gpu, PairData, PairParams, wgpu};
+    use stats_gpu::Elems;
+    use stats_gpu::gpu::{Gpu, GpuError, GpuOptions, PairParams, wgpu};
 
     use super::{AUTO_GPU_MIN_ELEMS, TensorBackend};
     use crate::tensor::{ElemDtype, Partial, RawTensor};
 
     /// The tensor's elements as kernel input; `None` for other dtypes or unaligned bytes.
-    fn data<'a>(t: &RawTensor<'a>) -> Option<PairData<'a>> {
+    fn data<'a>(t: &RawTensor<'a>) -> Option<Elems<'a>> {
         Some(match t.dtype {
-            ElemDtype::F32 => PairData::F32(bytemuck::try_cast_slice::<u8, f32>(t.bytes).ok()?),
-            ElemDtype::F16 => PairData::F16(bytemuck::try_cast_slice::<u8, f16>(t.bytes).ok()?),
-            ElemDtype::BF16 => PairData::Bf16(bytemuck::try_cast_slice::<u8, bf16>(t.bytes).ok()?),
+            ElemDtype::F32 => Elems::F32(bytemuck::try_cast_slice::<u8, f32>(t.bytes).ok()?),
+            ElemDtype::F16 => Elems::F16(bytemuck::try_cast_slice::<u8, f16>(t.bytes).ok()?),
+            ElemDtype::BF16 => Elems::BF16(bytemuck::try_cast_slice::<u8, bf16>(t.bytes).ok()?),
             _ => return None,
         })
+    }
+
+    /// The Gpu of the tensor metrics, opened on first use (stats-gpu keeps no process-wide one).
+    fn shared_gpu() -> Result<&'static Gpu, GpuError> {
+        static GPU: OnceLock<Result<Gpu, GpuError>> = OnceLock::new();
+        GPU.get_or_init(|| Gpu::new(GpuOptions::default()))
+            .as_ref()
+            .map_err(Clone::clone)
     }
 
     fn gpu_for(backend: TensorBackend, numel: usize) -> Option<&'static Gpu> {
         match backend {
             TensorBackend::Cpu => None,
-            TensorBackend::Gpu => Gpu::global().ok(),
+            TensorBackend::Gpu => shared_gpu().ok(),
             TensorBackend::Auto => (numel >= AUTO_GPU_MIN_ELEMS)
-                .then(Gpu::global)
+                .then(shared_gpu)
                 .and_then(Result::ok)
                 .filter(|g| g.adapter_info().device_type != wgpu::DeviceType::Cpu),
         }

@@ -19,11 +19,9 @@ mod timing;
 
 use std::sync::{Mutex, MutexGuard, OnceLock};
 
-use crate::{ElemType, Partials, TensorView};
+use crate::{DType, Elems, Partials, TensorView};
 
-pub use pair_kernel::{
-    PAIR_SUM_REL_TOL, PairData, PairDevice, PairParams, PairPartials, PairTiming,
-};
+pub use pair_kernel::{PAIR_SUM_REL_TOL, PairParams, PairPartials, PairTiming};
 pub use resident::GpuTensor;
 pub use timing::CopyTiming;
 /// The wgpu this crate was built with, for [`Gpu::adapter_info`], [`Gpu::device`] and the like.
@@ -36,7 +34,7 @@ pub enum GpuError {
     #[error("no GPU adapter: {0}")]
     NoAdapter(String),
     #[error("the GPU path does not handle {0:?} tensors (only f32, f16 and bf16)")]
-    Unsupported(ElemType),
+    Unsupported(DType),
     /// Device creation, allocation or submission failed.
     #[error("GPU device error: {0}")]
     Device(String),
@@ -48,11 +46,12 @@ pub enum GpuError {
     ForeignTensor,
 }
 
-/// Which adapter to open.
+/// Which adapter to open. The library reads no environment variable for this choice (wgpu
+/// itself honours `WGPU_BACKEND` when it enumerates adapters); a program that lets its users
+/// pick an adapter by name passes [`AdapterChoice::NameContains`].
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub enum AdapterChoice {
-    /// The best available (discrete before integrated before CPU); honours `WGPU_ADAPTER_NAME`
-    /// (a case-insensitive substring of the adapter name) and `WGPU_BACKEND`.
+    /// The best available: discrete before integrated before virtual before CPU.
     #[default]
     Auto,
     /// A CPU adapter (lavapipe).
@@ -104,18 +103,7 @@ impl std::fmt::Debug for Gpu {
     }
 }
 
-static GLOBAL: OnceLock<Result<Gpu, GpuError>> = OnceLock::new();
-
 impl Gpu {
-    /// The process-wide instance with default options, opened on first use. A failure to open
-    /// it is remembered and returned again.
-    pub fn global() -> Result<&'static Gpu, GpuError> {
-        GLOBAL
-            .get_or_init(|| Gpu::new(GpuOptions::default()))
-            .as_ref()
-            .map_err(Clone::clone)
-    }
-
     /// Opens a Gpu for a test: with no adapter the test fails naming the missing driver, unless
     /// the caller opted out with `NUMPROBE_ALLOW_NO_GPU=1`, in which case this says so on stderr
     /// and returns `None` (the test then returns early). Any other error fails, opt-out or not,
@@ -144,6 +132,9 @@ impl Gpu {
         GPU.get_or_init(|| Gpu::open_for_test(opts())).as_ref()
     }
 
+    /// Opens the adapter `opts` names and compiles the statistics pipelines (the pair
+    /// pipelines are compiled on first use). Opening costs tens to hundreds of milliseconds:
+    /// open one and keep it (or let an [`Engine`](crate::Engine) do so).
     pub fn new(opts: GpuOptions) -> Result<Gpu, GpuError> {
         static NEXT_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
         let ctx = context::Context::open(&opts.adapter)?;
@@ -183,9 +174,9 @@ impl Gpu {
         })
     }
 
-    /// Element types the GPU path reduces.
-    pub fn supports(elem: ElemType) -> bool {
-        stats_kernel::kind_of(elem).is_some()
+    /// Element types the GPU path reduces: float32, float16 and bfloat16.
+    pub fn supports(dtype: DType) -> bool {
+        stats_kernel::kind_of(dtype).is_some()
     }
 
     /// Statistics of one tensor of any size, streamed in chunks.
@@ -213,17 +204,23 @@ impl Gpu {
 
     /// Error counts, error maxima and sums, ULP statistics, cosine inputs and compare's tensor
     /// metrics of a (bench, device) pair in one pass over both arrays (see [`PairPartials`]);
-    /// either side is f32, f16 or bf16 ([`PairData`]). Lengths beyond the shorter are
-    /// ignored. Upload and record buffers are kept for the next call.
-    pub fn pair_partials<'a, 'b>(
+    /// either side holds f32, f16 or bf16 elements (other dtypes are
+    /// [`GpuError::Unsupported`]; a [`TensorView`] gives its elements with
+    /// [`TensorView::elems`]). Lengths beyond the shorter are ignored. Upload and record
+    /// buffers are kept for the next call.
+    pub fn pair_partials(
         &self,
-        bench: impl Into<PairData<'a>>,
-        device: impl Into<PairData<'b>>,
+        bench: Elems<'_>,
+        device: Elems<'_>,
         params: &PairParams,
     ) -> Result<PairPartials, GpuError> {
+        let (bench, device) = (
+            pair_kernel::Side::new(bench)?,
+            pair_kernel::Side::new(device)?,
+        );
         // One user of the device's queue at a time, like the other entry points.
         let _state = self.lock_state();
-        pair_kernel::pair_partials(self, bench.into(), device.into(), params)
+        pair_kernel::pair_partials(self, bench, device, params)
     }
 
     fn pair(&self) -> &pair_kernel::PairKernel {
