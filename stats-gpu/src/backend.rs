@@ -2,8 +2,8 @@
 //! context.
 //!
 //! Nothing here is process-wide: a caller makes an [`Engine`] (which opens the GPU on first
-//! use, with the adapter the caller chose in [`GpuOptions`](crate::gpu::GpuOptions)), or hands
-//! it a [`Gpu`](crate::gpu::Gpu) it opened itself, and passes the engine to the computations.
+//! use, with the adapter the caller chose in [`GpuOptions`]), or hands
+//! it a [`Gpu`] it opened itself, and passes the engine to the computations.
 //! [`Engine::select`] is the one place that decides, per input, between the CPU and the GPU.
 
 #[cfg(feature = "gpu")]
@@ -43,18 +43,16 @@ pub const AUTO_GPU_MIN_BYTES: usize = 64 << 20;
 /// Build one per program (or per thread pool) and pass it to the computations; it is `Sync`,
 /// and the [`Gpu`] serialises its own use.
 pub struct Engine<'g> {
+    /// Options of the GPU opened on first use, and that GPU (or why it could not be opened).
     #[cfg(feature = "gpu")]
-    gpu: GpuSlot<'g>,
+    gpu_options: GpuOptions,
+    #[cfg(feature = "gpu")]
+    opened: OnceLock<Result<Gpu, GpuError>>,
+    /// The caller's GPU, used instead of opening one.
+    #[cfg(feature = "gpu")]
+    given: Option<&'g Gpu>,
     #[cfg(not(feature = "gpu"))]
     _gpu: std::marker::PhantomData<&'g ()>,
-}
-
-#[cfg(feature = "gpu")]
-enum GpuSlot<'g> {
-    /// Opened on first use with these options.
-    Lazy(GpuOptions, OnceLock<Result<Gpu, GpuError>>),
-    /// The caller's.
-    Borrowed(&'g Gpu),
 }
 
 impl Default for Engine<'static> {
@@ -67,14 +65,12 @@ impl std::fmt::Debug for Engine<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let mut d = f.debug_struct("Engine");
         #[cfg(feature = "gpu")]
-        match &self.gpu {
-            GpuSlot::Lazy(opts, cell) => {
-                d.field("gpu_options", opts).field("gpu", &cell.get());
-            }
-            GpuSlot::Borrowed(g) => {
-                d.field("gpu", g);
-            }
-        }
+        match self.given {
+            Some(g) => d.field("gpu", g),
+            None => d
+                .field("gpu_options", &self.gpu_options)
+                .field("gpu", &self.opened.get()),
+        };
         d.finish()
     }
 }
@@ -85,7 +81,11 @@ impl Engine<'static> {
     pub fn new() -> Engine<'static> {
         Engine {
             #[cfg(feature = "gpu")]
-            gpu: GpuSlot::Lazy(GpuOptions::default(), OnceLock::new()),
+            gpu_options: GpuOptions::default(),
+            #[cfg(feature = "gpu")]
+            opened: OnceLock::new(),
+            #[cfg(feature = "gpu")]
+            given: None,
             #[cfg(not(feature = "gpu"))]
             _gpu: std::marker::PhantomData,
         }
@@ -95,7 +95,9 @@ impl Engine<'static> {
     #[cfg(feature = "gpu")]
     pub fn with_gpu_options(opts: GpuOptions) -> Engine<'static> {
         Engine {
-            gpu: GpuSlot::Lazy(opts, OnceLock::new()),
+            gpu_options: opts,
+            opened: OnceLock::new(),
+            given: None,
         }
     }
 
@@ -103,7 +105,9 @@ impl Engine<'static> {
     #[cfg(feature = "gpu")]
     pub fn from_gpu(gpu: Gpu) -> Engine<'static> {
         Engine {
-            gpu: GpuSlot::Lazy(GpuOptions::default(), OnceLock::from(Ok(gpu))),
+            gpu_options: GpuOptions::default(),
+            opened: OnceLock::from(Ok(gpu)),
+            given: None,
         }
     }
 }
@@ -113,19 +117,22 @@ impl<'g> Engine<'g> {
     #[cfg(feature = "gpu")]
     pub fn with_gpu(gpu: &'g Gpu) -> Engine<'g> {
         Engine {
-            gpu: GpuSlot::Borrowed(gpu),
+            gpu_options: GpuOptions::default(),
+            opened: OnceLock::new(),
+            given: Some(gpu),
         }
     }
 
     /// The GPU, opened now if it was not yet.
     #[cfg(feature = "gpu")]
     pub fn gpu(&self) -> Result<&Gpu, GpuError> {
-        match &self.gpu {
-            GpuSlot::Lazy(opts, cell) => cell
-                .get_or_init(|| Gpu::new(opts.clone()))
+        match self.given {
+            Some(g) => Ok(g),
+            None => self
+                .opened
+                .get_or_init(|| Gpu::new(self.gpu_options.clone()))
                 .as_ref()
                 .map_err(Clone::clone),
-            GpuSlot::Borrowed(g) => Ok(g),
         }
     }
 

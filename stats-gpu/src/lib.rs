@@ -15,7 +15,7 @@
 //! * [`backend`]: [`Backend`] (CPU, GPU or automatic) and [`Engine`], which owns the GPU
 //!   context and is the one place where a computation is sent to the CPU or the GPU.
 //! * [`partials`]: [`Partials`], the mergeable counts, extremes and sums every path produces.
-//! * [`reference`]: the f64 element-by-element oracle the other paths are tested against.
+//! * [`mod@reference`]: the f64 element-by-element oracle the other paths are tested against.
 //! * [`fast`]: the SIMD + multi-core CPU path (f64 accumulation).
 //! * [`torch_order`]: float32 sum, mean and norm in the order of PyTorch's CPU kernels, bit
 //!   for bit what `torch.mean` / `torch.norm` return ([`Exactness::TorchCpu`]).

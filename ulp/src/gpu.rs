@@ -157,9 +157,7 @@ fn check_family(device: &PairDevice<'_>, family: DeviceFamily) -> Result<(), Gpu
     } else {
         Err(GpuFusedError::Unsupported(format!(
             "{device_kind} data for a {family:?} device",
-            device_kind = match device {
-                other => other.dtype().numpy_name(),
-            }
+            device_kind = device.dtype().numpy_name()
         )))
     }
 }

@@ -1,10 +1,17 @@
 //! wgpu path: the fused statistics kernel on any Vulkan adapter (a real GPU, or lavapipe on CPU).
 //!
-//! - [`context`]: instance, adapter and device, separate from the kernels.
-//! - [`stats_kernel`]: pipelines of `stats.wgsl`, record decoding, and the error bound.
-//! - [`stream`]: one tensor, in chunks through a ring of two reused staging buffers.
-//! - [`batch`]: many small tensors packed in one buffer, one dispatch, one readback.
-//! - [`resident`]: data already on the device (for benchmarks), with timestamp queries.
+//! [`Gpu`] holds the context (instance, adapter, device, queue, reusable buffers) and the
+//! compiled pipelines; its methods are the entry points. Inside (private modules):
+//!
+//! - `context`: instance, adapter and device, separate from the kernels.
+//! - `stats_kernel`: pipelines of `stats.wgsl`, record decoding, and the error bound.
+//! - `stream`: one tensor, in chunks through a ring of two reused staging buffers
+//!   ([`Gpu::partials`]).
+//! - `batch`: many small tensors packed in one buffer, one dispatch, one readback
+//!   ([`Gpu::partials_batch`]).
+//! - `resident`: data already on the device (for benchmarks), with timestamp queries
+//!   ([`Gpu::upload`], [`GpuTensor`]).
+//! - `pair_kernel`: the (bench, device) pair pass of `pair.wgsl` ([`Gpu::pair_partials`]).
 //!
 //! Only f32, f16 and bf16 are handled here ([`Gpu::supports`]); 16-bit types are read as packed
 //! u32 words, so no adapter feature beyond plain WebGPU is needed.
