@@ -130,7 +130,7 @@ fn statistics(c: &mut Criterion) {
             .map(|w| f32::from_le_bytes([w[0], w[1], w[2], w[3]])),
     );
     let bf16s = f32s.mapv(bf16::from_f32);
-    let mut g = c.benchmark_group("stats_gpu/statistics_16MiB_f32");
+    let mut g = c.benchmark_group("stats_gpu/statistics_16MiB");
     g.sample_size(10);
     for (label, mode) in [
         ("stats", SummaryMode::Statistics),
