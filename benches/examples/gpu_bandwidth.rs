@@ -24,8 +24,9 @@
 use std::time::{Duration, Instant};
 
 use half::{bf16, f16};
-use stats_gpu::gpu::{Gpu, GpuTensor, PAIR_SUM_REL_TOL, PairData, PairPartials};
-use stats_gpu::{ElemType, Partials, TensorView, reference};
+use stats_gpu::Elems;
+use stats_gpu::gpu::{Gpu, GpuOptions, GpuTensor, PAIR_SUM_REL_TOL, PairPartials};
+use stats_gpu::{Partials, TensorView, reference};
 use ulp::elem::Work;
 use ulp::fused::{FusedStats, Params, fused_stats};
 use ulp::{DType, DeviceFamily};
@@ -98,7 +99,7 @@ fn parse_args() -> Result<Args, String> {
 
 /// Roughly normal values with a few NaN, ±inf, subnormal and large values sprinkled in, filled
 /// by all cores (each with its own seed).
-fn make_data(elem: ElemType, bytes: usize) -> Vec<u8> {
+fn make_data(elem: DType, bytes: usize) -> Vec<u8> {
     let size = elem.size();
     let n = bytes / size;
     let mut out = vec![0u8; n * size];
@@ -114,8 +115,8 @@ fn make_data(elem: ElemType, bytes: usize) -> Vec<u8> {
                     st ^= st << 17;
                     (st >> 40) as f32 / (1u64 << 24) as f32
                 };
-                let big = if elem == ElemType::F16 { 6e4 } else { 1e30 };
-                let tiny = if elem == ElemType::F16 { 1e-7 } else { 1e-40 };
+                let big = if elem == DType::F16 { 6e4 } else { 1e30 };
+                let tiny = if elem == DType::F16 { 1e-7 } else { 1e-40 };
                 for (i, e) in part.chunks_exact_mut(size).enumerate() {
                     let x = match (i + t) % (1 << 20) {
                         17 => f32::NAN,
@@ -126,8 +127,8 @@ fn make_data(elem: ElemType, bytes: usize) -> Vec<u8> {
                         _ => (next() + next() + next() - 1.5) * 2.0,
                     };
                     match elem {
-                        ElemType::F16 => e.copy_from_slice(&half::f16::from_f32(x).to_le_bytes()),
-                        ElemType::BF16 => e.copy_from_slice(&half::bf16::from_f32(x).to_le_bytes()),
+                        DType::F16 => e.copy_from_slice(&half::f16::from_f32(x).to_le_bytes()),
+                        DType::BF16 => e.copy_from_slice(&half::bf16::from_f32(x).to_le_bytes()),
                         _ => e.copy_from_slice(&x.to_le_bytes()),
                     }
                 }
@@ -138,7 +139,7 @@ fn make_data(elem: ElemType, bytes: usize) -> Vec<u8> {
 }
 
 /// Reference partials and Σ|x| (finite values), on all cores.
-fn cpu_reference(elem: ElemType, bytes: &[u8]) -> (Partials, f64) {
+fn cpu_reference(elem: DType, bytes: &[u8]) -> (Partials, f64) {
     let size = elem.size();
     let threads = std::thread::available_parallelism().map_or(4, |t| t.get());
     let per = (bytes.len() / size).div_ceil(threads).max(1) * size;
@@ -153,8 +154,8 @@ fn cpu_reference(elem: ElemType, bytes: &[u8]) -> (Partials, f64) {
                     let abs: f64 = part
                         .chunks_exact(size)
                         .map(|w| match elem {
-                            ElemType::F16 => half::f16::from_le_bytes([w[0], w[1]]).to_f64(),
-                            ElemType::BF16 => half::bf16::from_le_bytes([w[0], w[1]]).to_f64(),
+                            DType::F16 => half::f16::from_le_bytes([w[0], w[1]]).to_f64(),
+                            DType::BF16 => half::bf16::from_le_bytes([w[0], w[1]]).to_f64(),
                             _ => f64::from(f32::from_le_bytes([w[0], w[1], w[2], w[3]])),
                         })
                         .filter(|x| x.is_finite())
@@ -215,7 +216,7 @@ fn gbs(bytes: u64, t: Duration) -> f64 {
 }
 
 fn run(args: &Args) -> Result<bool, String> {
-    let gpu = Gpu::global().map_err(|e| e.to_string())?;
+    let gpu = &Gpu::new(GpuOptions::default()).map_err(|e| e.to_string())?;
     let info = gpu.adapter_info();
     println!(
         "adapter: {} | {:?} | driver {} {} | chunk {} MiB | timestamps {}",
@@ -273,9 +274,9 @@ fn stats_section(args: &Args, gpu: &Gpu, bytes: u64, copy_gbs: f64) -> Result<bo
     let mut ok = true;
     let mut rows = Vec::new();
     for (name, elem) in [
-        ("f32", ElemType::F32),
-        ("f16", ElemType::F16),
-        ("bf16", ElemType::BF16),
+        ("f32", DType::F32),
+        ("f16", DType::F16),
+        ("bf16", DType::BF16),
     ] {
         let t0 = Instant::now();
         let data = make_data(elem, bytes as usize);
@@ -344,9 +345,9 @@ fn stats_section(args: &Args, gpu: &Gpu, bytes: u64, copy_gbs: f64) -> Result<bo
     println!("| batch of 4096-element tensors | tensors | best ms | tensors/s | GB/s | check |");
     println!("|---|---|---|---|---|---|");
     for (name, elem) in [
-        ("f32", ElemType::F32),
-        ("f16", ElemType::F16),
-        ("bf16", ElemType::BF16),
+        ("f32", DType::F32),
+        ("f16", DType::F16),
+        ("bf16", DType::BF16),
     ] {
         let n = args.batch;
         let all = make_data(elem, n * 4096 * elem.size());
@@ -508,7 +509,7 @@ fn pair_section(gpu: &Gpu, mib: usize, reps: u32, copy_gbs: f64) -> Result<bool,
         let (timing, bad) = match family {
             DeviceFamily::F32 => {
                 let t = gpu
-                    .pair_resident_timing(&bench[..], &device[..], &params, reps)
+                    .pair_resident_timing(Elems::F32(&bench), Elems::F32(&device), &params, reps)
                     .map_err(e)?;
                 let p = Params::new(family, DType::F32, DType::F32);
                 let c = fused_stats::<f32, f32, f32, f64>(&bench, &device, &p);
@@ -518,7 +519,7 @@ fn pair_section(gpu: &Gpu, mib: usize, reps: u32, copy_gbs: f64) -> Result<bool,
             DeviceFamily::F16 => {
                 let d: Vec<f16> = device.iter().map(|&x| f16::from_f32(x)).collect();
                 let t = gpu
-                    .pair_resident_timing(&bench[..], PairData::F16(&d), &params, reps)
+                    .pair_resident_timing(Elems::F32(&bench), Elems::F16(&d), &params, reps)
                     .map_err(e)?;
                 let p = Params::new(family, DType::F32, DType::F16);
                 let c = fused_stats::<f32, f16, f32, f32>(&bench, &d, &p);
@@ -528,7 +529,7 @@ fn pair_section(gpu: &Gpu, mib: usize, reps: u32, copy_gbs: f64) -> Result<bool,
             _ => {
                 let d: Vec<bf16> = device.iter().map(|&x| bf16::from_f32(x)).collect();
                 let t = gpu
-                    .pair_resident_timing(&bench[..], PairData::Bf16(&d), &params, reps)
+                    .pair_resident_timing(Elems::F32(&bench), Elems::BF16(&d), &params, reps)
                     .map_err(e)?;
                 // msprobe hands bf16 to numpy as float32 values.
                 let d32: Vec<f32> = d.iter().map(|x| x.to_f32()).collect();

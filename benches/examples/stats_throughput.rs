@@ -7,18 +7,18 @@
 
 use std::time::Instant;
 
-use stats_gpu::{ElemType, TensorView, checksum, fast, reference};
+use stats_gpu::{DType, TensorView, checksum, fast, reference};
 
-fn elem(name: &str) -> Option<ElemType> {
+fn elem(name: &str) -> Option<DType> {
     Some(match name {
-        "f32" | "float32" => ElemType::F32,
-        "f16" | "float16" => ElemType::F16,
-        "bf16" | "bfloat16" => ElemType::BF16,
-        "f64" | "float64" => ElemType::F64,
-        "i32" | "int32" => ElemType::I32,
-        "i64" | "int64" => ElemType::I64,
-        "u8" | "uint8" => ElemType::U8,
-        "bool" => ElemType::Bool,
+        "f32" | "float32" => DType::F32,
+        "f16" | "float16" => DType::F16,
+        "bf16" | "bfloat16" => DType::BF16,
+        "f64" | "float64" => DType::F64,
+        "i32" | "int32" => DType::I32,
+        "i64" | "int64" => DType::I64,
+        "u8" | "uint8" => DType::U8,
+        "bool" => DType::Bool,
         _ => return None,
     })
 }

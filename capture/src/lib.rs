@@ -3,11 +3,11 @@
 //!
 //! * [`journal`]: the crash-safe, append-only record of everything captured.
 //! * [`state`]: replays records into dump.json / stack.json / construct.json.
-//! * [`stats`]: tensor records with statistics from stats-gpu, read in place.
+//! * [`stats`]: tensor records with statistics from stats-gpu, read in place (float32
+//!   Mean/Norm in PyTorch's CPU summation order, `stats_gpu::torch_order`).
 //! * [`stats_worker`]: the same records computed on a second thread while training goes on,
 //!   delivered as fills of placeholder records (below).
 //! * [`tensors`]: `.pt` files written on a background thread.
-//! * [`torch_order`]: float32 Mean/Norm in PyTorch's CPU summation order.
 //! * [`Session`] ties them together for one rank directory; [`recover`] rebuilds the JSON
 //!   files of a killed run from its journals.
 //!
@@ -27,7 +27,6 @@ pub mod state;
 pub mod stats;
 pub mod stats_worker;
 pub mod tensors;
-pub mod torch_order;
 
 use std::path::{Path, PathBuf};
 

@@ -2,58 +2,34 @@
 
 use dumpfmt::dump::{Checksum, Md5Slot, Stat, TensorRecord};
 use dumpfmt::json::Value;
-use stats_gpu::summary::{self, Device, Flavour, Options, Precision, SummaryMode};
-use stats_gpu::{ElemType, TensorView};
+use stats_gpu::summary::{self, Flavour, Options, SummaryMode};
+use stats_gpu::{Backend, DType, Engine, Exactness, TensorView};
 
 use crate::error::{Error, Result};
-use crate::torch_order;
 
-/// stats-gpu's element type for a torch dtype name (`torch.float32`…); `None` for dtypes
-/// msprobe records without statistics (float8…).
-pub fn elem_type(torch_dtype: &str) -> Option<ElemType> {
-    Some(match torch_dtype {
-        "torch.bool" => ElemType::Bool,
-        "torch.uint8" => ElemType::U8,
-        "torch.int8" => ElemType::I8,
-        "torch.int16" => ElemType::I16,
-        "torch.int32" => ElemType::I32,
-        "torch.int64" => ElemType::I64,
-        "torch.uint16" => ElemType::U16,
-        "torch.uint32" => ElemType::U32,
-        "torch.uint64" => ElemType::U64,
-        "torch.float16" => ElemType::F16,
-        "torch.bfloat16" => ElemType::BF16,
-        "torch.float32" => ElemType::F32,
-        "torch.float64" => ElemType::F64,
-        "torch.complex64" => ElemType::C64,
-        "torch.complex128" => ElemType::C128,
-        _ => return None,
-    })
+/// The dtype of a torch dtype name (`torch.float32`…) whose statistics msprobe records;
+/// `None` for float8 (its records carry no statistics keys here) and unknown names.
+fn torch_dtype(name: &str) -> Option<DType> {
+    DType::from_torch_name(name).filter(|d| !matches!(d, DType::F8E4M3FN | DType::F8E5M2))
 }
 
-/// stats-gpu's element type for a MindSpore dtype name (`str(tensor.dtype)`: `Float32`,
-/// `BFloat16`…) as msprobe's MindSpore rules see it. Float8 tensors are recorded from their
-/// float32 copy under float32's rules; `None` for dtypes numprobe has no statistics for.
-pub fn mindspore_elem_type(ms_dtype: &str) -> Option<ElemType> {
-    Some(match ms_dtype {
-        "Bool" => ElemType::Bool,
-        "UInt8" => ElemType::U8,
-        "Int8" => ElemType::I8,
-        "Int16" => ElemType::I16,
-        "Int32" => ElemType::I32,
-        "Int64" => ElemType::I64,
-        "UInt16" => ElemType::U16,
-        "UInt32" => ElemType::U32,
-        "UInt64" => ElemType::U64,
-        "Float16" => ElemType::F16,
-        "BFloat16" => ElemType::BF16,
-        "Float32" => ElemType::F32,
-        "Float64" => ElemType::F64,
-        "Complex64" => ElemType::C64,
-        "Complex128" => ElemType::C128,
-        s if s.starts_with("Float8") => ElemType::F32,
-        _ => return None,
-    })
+/// The dtype of a MindSpore dtype name (`str(tensor.dtype)`: `Float32`, `BFloat16`…) as
+/// msprobe's MindSpore rules see its `asnumpy()` buffer: Float8 tensors arrive as their
+/// float32 copy and are recorded under float32's rules; `None` for names without known rules.
+fn mindspore_dtype(name: &str) -> Option<DType> {
+    if name.starts_with("Float8") {
+        return Some(DType::F32);
+    }
+    DType::from_mindspore_name(name)
+}
+
+/// Capture computes on the calling thread's CPU (its statistics worker is the parallelism).
+fn cpu(opts: &Options, exact: Exactness) -> Options {
+    Options {
+        backend: Backend::Cpu,
+        exact,
+        ..*opts
+    }
 }
 
 fn stat(s: summary::Stat) -> Stat {
@@ -84,74 +60,13 @@ pub struct TensorInfo<'a> {
     pub requires_grad: Option<bool>,
     pub data_name: Option<&'a str>,
     /// `Some(torch threads)`: float32 Mean/Norm are summed in PyTorch's CPU order for that
-    /// many threads (what msprobe's `torch.mean`/`torch.norm` give), see [`torch_order`];
-    /// `None`: stats-gpu's correctly rounded values.
-    ///
-    /// [`torch_order`]: crate::torch_order
+    /// many threads (what msprobe's `torch.mean`/`torch.norm` give), see
+    /// [`Exactness::TorchCpu`]; `None`: stats-gpu's correctly rounded values.
     pub torch_threads: Option<usize>,
     /// float32 Mean and Norm already computed by torch itself (the adapter does so for
     /// non-contiguous tensors, whose reduction order follows their strides); they replace
     /// the computed ones where msprobe takes them from torch.
     pub torch_mean_norm: Option<(f64, f64)>,
-}
-
-/// Whether msprobe takes this tensor's Mean/Norm from torch's float32 reductions.
-fn torch_order_applies(info: &TensorInfo<'_>, elem: ElemType, opts: &Options) -> bool {
-    elem == ElemType::F32
-        && !info.shape.is_empty()
-        && opts.precision == Precision::Low
-        && opts.flavour == Flavour::PyTorch
-        && opts.mode != SummaryMode::Xor
-}
-
-struct FastF32 {
-    max: f64,
-    min: f64,
-    mean: f64,
-    norm: f64,
-    crc: Option<u32>,
-}
-
-/// The record values of a finite float32 tensor from one fused pass in torch's summation
-/// order (plus the CRC-32 in md5 mode); `None` sends the tensor down stats-gpu's general
-/// path (other dtypes and modes, empty tensors, NaN/inf, a float32 sum that overflows).
-fn torch_f32(
-    info: &TensorInfo<'_>,
-    bytes: &[u8],
-    elem: ElemType,
-    opts: &Options,
-) -> Option<FastF32> {
-    let threads = info.torch_threads?;
-    if !torch_order_applies(info, elem, opts) {
-        return None;
-    }
-    if info.torch_mean_norm.is_some() {
-        return None;
-    }
-    let xs = torch_order::as_f32(bytes).filter(|xs| !xs.is_empty())?;
-    // md5: the CRC reads each block right after the statistics, while it is in cache.
-    let (f, crc) = if opts.mode == SummaryMode::Md5 {
-        let (f, crc) = torch_order::fused_crc32(xs);
-        (f, Some(crc))
-    } else {
-        (torch_order::fused(xs), None)
-    };
-    if !(f.sum.is_finite() && f.norm.is_finite()) {
-        return None;
-    }
-    // torch sums in per-thread chunks from GRAIN elements on; the norm stays one chain.
-    let sum = if threads > 1 && xs.len() >= torch_order::GRAIN {
-        torch_order::torch_sum(xs, threads)
-    } else {
-        f.sum
-    };
-    Some(FastF32 {
-        max: f.max as f64,
-        min: f.min as f64,
-        mean: (sum / xs.len() as f32) as f64,
-        norm: f.norm as f64,
-        crc,
-    })
 }
 
 /// The record of `info` without statistics: type, dtype, shape, requires_grad, data_name.
@@ -214,37 +129,26 @@ pub fn tensor_record(info: &TensorInfo<'_>, opts: &Options) -> Result<Value> {
     }
     let mode = opts.mode;
     let mut rec = record_head(info);
-    if let (Some(bytes), Some(elem)) = (info.bytes, elem_type(info.dtype)) {
-        let view = TensorView::new(elem, info.shape, bytes)
+    if let (Some(bytes), Some(dtype)) = (info.bytes, torch_dtype(info.dtype)) {
+        let view = TensorView::new(dtype, info.shape, bytes)
             .map_err(|e| Error::Tensor(format!("{} {:?}: {e}", info.dtype, info.shape)))?;
-        if let Some(fast) = torch_f32(info, bytes, elem, opts) {
-            rec.max = Some(Stat::Float(fast.max));
-            rec.min = Some(Stat::Float(fast.min));
-            rec.mean = Some(Stat::Float(fast.mean));
-            rec.norm = Some(Stat::Float(fast.norm));
-            rec.md5 = fast.crc.map(Checksum::Crc32);
-            rec.md5_slot = Md5Slot::Last;
-            return Ok(rec.to_value());
-        }
-        let r = summary::compute(&view, opts, Device::Cpu)?;
+        // torch's own Mean/Norm (of a strided tensor) replace the computed ones below.
+        let exact = match (info.torch_threads, info.torch_mean_norm) {
+            (Some(threads), None) => Exactness::TorchCpu { threads },
+            _ => Exactness::Rounded,
+        };
+        let opts = cpu(opts, exact);
+        let r = summary::compute(&view, &opts, &Engine::new())?;
         rec.max = r.max.map(stat);
         rec.min = r.min.map(stat);
         rec.mean = r.mean.map(stat);
         rec.norm = r.norm.map(stat);
-        if torch_order_applies(info, elem, opts) && rec.mean.is_some() {
-            if let Some((mean, norm)) = info.torch_mean_norm {
-                rec.mean = Some(Stat::Float(mean));
-                rec.norm = Some(Stat::Float(norm));
-            } else if let Some(threads) = info.torch_threads
-                // NaN/inf keep torch's propagation rules as stats-gpu applies them.
-                && matches!(rec.mean, Some(Stat::Float(m)) if m.is_finite())
-                && matches!(rec.norm, Some(Stat::Float(n)) if n.is_finite())
-                && let Some(xs) = torch_order::as_f32(bytes)
-                && !xs.is_empty()
-            {
-                rec.mean = Some(Stat::Float(torch_order::torch_mean(xs, threads) as f64));
-                rec.norm = Some(Stat::Float(torch_order::torch_norm(xs) as f64));
-            }
+        if let Some((mean, norm)) = info.torch_mean_norm
+            && summary::torch_order_applies(&view, &opts)
+            && rec.mean.is_some()
+        {
+            rec.mean = Some(Stat::Float(mean));
+            rec.norm = Some(Stat::Float(norm));
         }
         rec.md5 = r.md5.map(checksum);
         rec.md5_slot = match mode {
@@ -266,7 +170,7 @@ pub fn mindspore_record(info: &TensorInfo<'_>, opts: &Options) -> Result<Value> 
         return Ok(rec.to_value());
     };
     let wants_crc = opts.mode == SummaryMode::Md5;
-    let Some(elem) = mindspore_elem_type(info.dtype) else {
+    let Some(elem) = mindspore_dtype(info.dtype) else {
         // A dtype without known rules: the statistics keys, null rather than guessed.
         rec.max = Some(Stat::Null);
         rec.min = Some(Stat::Null);
@@ -281,7 +185,7 @@ pub fn mindspore_record(info: &TensorInfo<'_>, opts: &Options) -> Result<Value> 
     // BFloat16 through its float32 copy: back to bfloat16 (exact, every value came from one),
     // so Mean/Norm are rounded to bfloat16 and the CRC is taken over the float32 bytes again.
     let bf16_bytes;
-    let bytes = if elem == ElemType::BF16 && f32_len == Some(bytes.len()) {
+    let bytes = if elem == DType::BF16 && f32_len == Some(bytes.len()) {
         bf16_bytes = f32_to_bf16_bytes(bytes);
         &bf16_bytes[..]
     } else {
@@ -294,9 +198,9 @@ pub fn mindspore_record(info: &TensorInfo<'_>, opts: &Options) -> Result<Value> 
         } else {
             SummaryMode::Statistics
         },
-        ..*opts
+        ..cpu(opts, Exactness::Rounded)
     };
-    let r = summary::compute(&view, &opts, Device::Cpu)?;
+    let r = summary::compute(&view, &opts, &Engine::new())?;
     rec.max = r.max.map(stat);
     rec.min = r.min.map(stat);
     rec.mean = r.mean.map(stat);
@@ -311,7 +215,7 @@ pub fn mindspore_record(info: &TensorInfo<'_>, opts: &Options) -> Result<Value> 
             rec.min = Some(Stat::Float(min));
         }
     }
-    if elem == ElemType::C64 && view.is_scalar() {
+    if elem == DType::C64 && view.is_scalar() {
         // A 0-dim complex64 is recorded as Python's `abs` of its value: a float64 magnitude.
         let re = f32::from_le_bytes(bytes[0..4].try_into().expect("complex64 element"));
         let im = f32::from_le_bytes(bytes[4..8].try_into().expect("complex64 element"));
@@ -339,7 +243,7 @@ fn f32_to_bf16_bytes(b: &[u8]) -> Vec<u8> {
 /// NaN skipped; `None` when every element is NaN.
 fn max_min_skipping_nan(view: &TensorView<'_>) -> Option<(f64, f64)> {
     let cast;
-    let b = if view.elem() == ElemType::F32 {
+    let b = if view.dtype() == DType::F32 {
         view.bytes()
     } else {
         cast = summary::to_f32_bytes(view);

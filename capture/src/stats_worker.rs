@@ -324,6 +324,7 @@ mod tests {
             mode: SummaryMode::Statistics,
             precision: Precision::Low,
             flavour: Flavour::PyTorch,
+            ..Options::default()
         }
     }
 

@@ -49,6 +49,7 @@ fn placeholder(dtype: &str, shape: &[u64], id: u64) -> Value {
         mode: SummaryMode::Statistics,
         precision: Precision::Low,
         flavour: Flavour::PyTorch,
+        ..Options::default()
     };
     pending_record(&info, &opts, id).unwrap()
 }

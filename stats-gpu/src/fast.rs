@@ -38,9 +38,9 @@
 use rayon::prelude::*;
 
 use crate::checksum::{self, PAR_CHUNK_BYTES as CHECKSUM_CHUNK};
-use crate::elem::{ElemType, TensorView};
 use crate::partials::Partials;
 use crate::reference;
+use crate::{DType, TensorView};
 
 /// f64 accumulator lanes per block.
 const LANES: usize = 8;
@@ -53,7 +53,7 @@ pub const PAR_THRESHOLD_BYTES: usize = checksum::PAR_THRESHOLD_BYTES;
 
 /// Partials of the whole tensor; see the module docs for order and accuracy.
 pub fn partials(view: &TensorView) -> Partials {
-    fold_chunks(view.elem(), view.bytes(), |_| (), |_, _| ()).0
+    fold_chunks(view.dtype(), view.bytes(), |_| (), |_, _| ()).0
 }
 
 /// Partials of many tensors, one per view: small tensors are spread across cores, large ones
@@ -70,7 +70,7 @@ pub fn partials_batch(views: &[TensorView]) -> Vec<Partials> {
 /// right after its statistics, while it is in cache).
 pub fn partials_and_crc32(view: &TensorView) -> (Partials, u32) {
     let (p, h) = fold_chunks(
-        view.elem(),
+        view.dtype(),
         view.bytes(),
         |c| {
             let mut h = crc32fast::Hasher::new();
@@ -84,7 +84,7 @@ pub fn partials_and_crc32(view: &TensorView) -> (Partials, u32) {
 
 /// Partials and msprobe's XOR checksum of the raw bytes, from one read of the bytes.
 pub fn partials_and_xor(view: &TensorView) -> (Partials, u64) {
-    fold_chunks(view.elem(), view.bytes(), checksum::xor_serial, |a, b| {
+    fold_chunks(view.dtype(), view.bytes(), checksum::xor_serial, |a, b| {
         *a ^= b
     })
 }
@@ -92,7 +92,7 @@ pub fn partials_and_xor(view: &TensorView) -> (Partials, u64) {
 /// Runs the statistics kernel and `extra` on each chunk (in parallel for large inputs) and
 /// merges both in chunk order.
 fn fold_chunks<E: Send + Default>(
-    elem: ElemType,
+    elem: DType,
     bytes: &[u8],
     extra: impl Fn(&[u8]) -> E + Sync,
     join: impl Fn(&mut E, E),
@@ -114,12 +114,12 @@ fn fold_chunks<E: Send + Default>(
 }
 
 /// Partials of one chunk on the calling thread, compiled for the best SIMD level at hand.
-fn serial(elem: ElemType, bytes: &[u8]) -> Partials {
+fn serial(elem: DType, bytes: &[u8]) -> Partials {
     pulp::Arch::new().dispatch(Serial { elem, bytes })
 }
 
 struct Serial<'a> {
-    elem: ElemType,
+    elem: DType,
     bytes: &'a [u8],
 }
 
@@ -136,27 +136,28 @@ impl pulp::WithSimd for Serial<'_> {
             return reference_chunk(self.elem, b);
         }
         match self.elem {
-            ElemType::F32 => float_blocks::<f32>(b, |x| x as f64, x86::f32_kernel()),
-            ElemType::F64 => float_blocks::<f64>(b, |x| x, x86::f64_kernel()),
-            ElemType::F16 => {
-                float_blocks::<u16>(b, |h| f16_bits_to_f32(h) as f64, x86::f16_kernel())
-            }
-            ElemType::BF16 => float_blocks::<u16>(
+            DType::F32 => float_blocks::<f32>(b, |x| x as f64, x86::f32_kernel()),
+            DType::F64 => float_blocks::<f64>(b, |x| x, x86::f64_kernel()),
+            DType::F16 => float_blocks::<u16>(b, |h| f16_bits_to_f32(h) as f64, x86::f16_kernel()),
+            DType::BF16 => float_blocks::<u16>(
                 b,
                 |h| f32::from_bits((h as u32) << 16) as f64,
                 x86::bf16_kernel(),
             ),
-            ElemType::I8 => int_blocks::<1>(b, |w| w[0] as i8 as i64),
-            ElemType::U8 => int_blocks::<1>(b, |w| w[0] as i64),
-            ElemType::I16 => int_blocks::<2>(b, |w| i16::from_le_bytes(w) as i64),
-            ElemType::U16 => int_blocks::<2>(b, |w| u16::from_le_bytes(w) as i64),
-            ElemType::I32 => int_blocks::<4>(b, |w| i32::from_le_bytes(w) as i64),
-            ElemType::U32 => int_blocks::<4>(b, |w| u32::from_le_bytes(w) as i64),
-            ElemType::I64 => int_blocks::<8>(b, i64::from_le_bytes),
-            ElemType::Bool => bool_partials(b),
+            DType::I8 => int_blocks::<1>(b, |w| w[0] as i8 as i64),
+            DType::U8 => int_blocks::<1>(b, |w| w[0] as i64),
+            DType::I16 => int_blocks::<2>(b, |w| i16::from_le_bytes(w) as i64),
+            DType::U16 => int_blocks::<2>(b, |w| u16::from_le_bytes(w) as i64),
+            DType::I32 => int_blocks::<4>(b, |w| i32::from_le_bytes(w) as i64),
+            DType::U32 => int_blocks::<4>(b, |w| u32::from_le_bytes(w) as i64),
+            DType::I64 => int_blocks::<8>(b, i64::from_le_bytes),
+            DType::Bool => bool_partials(b),
             // u64 does not fit the i64 lanes and complex needs a hypot per element: the
             // reference loop (still split across cores by the caller) is fast enough for them.
-            ElemType::U64 | ElemType::C64 | ElemType::C128 => reference_chunk(self.elem, b),
+            // float8 has no statistics in msprobe's records; the reference widens it exactly.
+            DType::U64 | DType::C64 | DType::C128 | DType::F8E4M3FN | DType::F8E5M2 => {
+                reference_chunk(self.elem, b)
+            }
         }
     }
 }
@@ -344,7 +345,7 @@ mod x86 {
 }
 
 /// The reference loop over one chunk (a whole number of elements).
-fn reference_chunk(elem: ElemType, b: &[u8]) -> Partials {
+fn reference_chunk(elem: DType, b: &[u8]) -> Partials {
     let shape = [b.len() / elem.size()];
     match TensorView::new(elem, &shape, b) {
         Ok(v) => reference::partials(&v),
@@ -579,7 +580,7 @@ mod tests {
             .iter()
             .flat_map(|&x| half::bf16::from_f32(x).to_le_bytes())
             .collect();
-        let check = |elem: ElemType, bytes: &[u8], got: Partials| {
+        let check = |elem: DType, bytes: &[u8], got: Partials| {
             let shape = [n];
             let want = reference::partials(&TensorView::new(elem, &shape, bytes).unwrap());
             assert_eq!(
@@ -606,29 +607,29 @@ mod tests {
         let bf16 = |h: u16| f32::from_bits((h as u32) << 16) as f64;
         for simd in [false, true] {
             check(
-                ElemType::F32,
+                DType::F32,
                 &f32_bytes,
                 float_blocks::<f32>(&f32_bytes, |x| x as f64, pick(simd, x86::f32_kernel())),
             );
             check(
-                ElemType::F64,
+                DType::F64,
                 &f64_bytes,
                 float_blocks::<f64>(&f64_bytes, |x| x, pick(simd, x86::f64_kernel())),
             );
             check(
-                ElemType::F16,
+                DType::F16,
                 &f16_bytes,
                 float_blocks::<u16>(&f16_bytes, f16, pick(simd, x86::f16_kernel())),
             );
             check(
-                ElemType::BF16,
+                DType::BF16,
                 &bf16_bytes,
                 float_blocks::<u16>(&bf16_bytes, bf16, pick(simd, x86::bf16_kernel())),
             );
             // Unaligned start: the scratch-copy path.
             let shifted = [&[0u8][..], &f32_bytes].concat();
             check(
-                ElemType::F32,
+                DType::F32,
                 &f32_bytes,
                 float_blocks::<f32>(&shifted[1..], |x| x as f64, pick(simd, x86::f32_kernel())),
             );
@@ -642,7 +643,7 @@ mod tests {
         xs[BLOCK + 1] = f32::NEG_INFINITY;
         let b: Vec<u8> = xs.iter().flat_map(|x| x.to_le_bytes()).collect();
         let shape = [xs.len()];
-        let v = TensorView::new(ElemType::F32, &shape, &b).unwrap();
+        let v = TensorView::new(DType::F32, &shape, &b).unwrap();
         let p = partials(&v);
         assert_eq!(p, reference::partials(&v));
         assert_eq!((p.nan_count, p.neg_inf_count), (1, 1));
@@ -656,7 +657,7 @@ mod tests {
             .flat_map(|i| ((i % 1000) as f32 - 500.0).to_le_bytes())
             .collect();
         let shape = [n];
-        let v = TensorView::new(ElemType::F32, &shape, &b).unwrap();
+        let v = TensorView::new(DType::F32, &shape, &b).unwrap();
         assert_eq!(partials(&v), reference::partials(&v));
         let (p, crc) = partials_and_crc32(&v);
         assert_eq!((p, crc), (reference::partials(&v), reference::crc32(&b)));

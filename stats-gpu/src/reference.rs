@@ -3,40 +3,61 @@
 //! Every other path (fast CPU, GPU) is tested against these functions. They favour obviousness
 //! over speed: one element at a time through [`Partials::push_f64`] / [`Partials::push_int`].
 
-use crate::elem::{ElemType, TensorView};
 use crate::partials::Partials;
+use crate::{DType, TensorView};
 
 /// Partials of the whole tensor, one element at a time in element order.
 ///
 /// Floats are widened exactly to f64. Integers and bool (any non-zero byte is `true` = 1) go
 /// through [`Partials::push_int`], so the exact extremes are kept. Complex elements contribute
 /// `abs(z)`: for `C64` computed as an f32 `hypot` (numpy's `abs` of complex64 gives float32),
-/// for `C128` as an f64 `hypot`.
+/// for `C128` as an f64 `hypot`. float8 elements are widened exactly too (msprobe records no
+/// statistics of them; [`crate::summary`] applies that rule).
 pub fn partials(view: &TensorView) -> Partials {
     let mut p = Partials::EMPTY;
     let b = view.bytes();
-    match view.elem() {
-        ElemType::Bool => b.iter().for_each(|&x| p.push_int((x != 0) as i128)),
-        ElemType::U8 => b.iter().for_each(|&x| p.push_int(x as i128)),
-        ElemType::I8 => b.iter().for_each(|&x| p.push_int(x as i8 as i128)),
-        ElemType::I16 => words::<2>(b).for_each(|w| p.push_int(i16::from_le_bytes(w) as i128)),
-        ElemType::U16 => words::<2>(b).for_each(|w| p.push_int(u16::from_le_bytes(w) as i128)),
-        ElemType::I32 => words::<4>(b).for_each(|w| p.push_int(i32::from_le_bytes(w) as i128)),
-        ElemType::U32 => words::<4>(b).for_each(|w| p.push_int(u32::from_le_bytes(w) as i128)),
-        ElemType::I64 => words::<8>(b).for_each(|w| p.push_int(i64::from_le_bytes(w) as i128)),
-        ElemType::U64 => words::<8>(b).for_each(|w| p.push_int(u64::from_le_bytes(w) as i128)),
-        ElemType::F16 => {
-            words::<2>(b).for_each(|w| p.push_f64(half::f16::from_le_bytes(w).to_f64()))
-        }
-        ElemType::BF16 => {
+    match view.dtype() {
+        DType::Bool => b.iter().for_each(|&x| p.push_int((x != 0) as i128)),
+        DType::U8 => b.iter().for_each(|&x| p.push_int(x as i128)),
+        DType::I8 => b.iter().for_each(|&x| p.push_int(x as i8 as i128)),
+        DType::I16 => words::<2>(b).for_each(|w| p.push_int(i16::from_le_bytes(w) as i128)),
+        DType::U16 => words::<2>(b).for_each(|w| p.push_int(u16::from_le_bytes(w) as i128)),
+        DType::I32 => words::<4>(b).for_each(|w| p.push_int(i32::from_le_bytes(w) as i128)),
+        DType::U32 => words::<4>(b).for_each(|w| p.push_int(u32::from_le_bytes(w) as i128)),
+        DType::I64 => words::<8>(b).for_each(|w| p.push_int(i64::from_le_bytes(w) as i128)),
+        DType::U64 => words::<8>(b).for_each(|w| p.push_int(u64::from_le_bytes(w) as i128)),
+        DType::F16 => words::<2>(b).for_each(|w| p.push_f64(half::f16::from_le_bytes(w).to_f64())),
+        DType::BF16 => {
             words::<2>(b).for_each(|w| p.push_f64(half::bf16::from_le_bytes(w).to_f64()))
         }
-        ElemType::F32 => words::<4>(b).for_each(|w| p.push_f64(f32::from_le_bytes(w) as f64)),
-        ElemType::F64 => words::<8>(b).for_each(|w| p.push_f64(f64::from_le_bytes(w))),
-        ElemType::C64 => words::<8>(b).for_each(|w| p.push_f64(abs_c64(w) as f64)),
-        ElemType::C128 => words::<16>(b).for_each(|w| p.push_f64(abs_c128(w))),
+        DType::F32 => words::<4>(b).for_each(|w| p.push_f64(f32::from_le_bytes(w) as f64)),
+        DType::F64 => words::<8>(b).for_each(|w| p.push_f64(f64::from_le_bytes(w))),
+        DType::C64 => words::<8>(b).for_each(|w| p.push_f64(abs_c64(w) as f64)),
+        DType::C128 => words::<16>(b).for_each(|w| p.push_f64(abs_c128(w))),
+        DType::F8E4M3FN => b
+            .iter()
+            .for_each(|&x| p.push_f64(f8e4m3fn_to_f32(x) as f64)),
+        DType::F8E5M2 => b.iter().for_each(|&x| p.push_f64(f8e5m2_to_f32(x) as f64)),
     }
     p
+}
+
+/// A float8 e4m3fn byte (no infinities; S.1111.111 is NaN) as f32, with the bit manipulation
+/// of torch (`c10::detail::fp8e4m3fn_to_fp32_value`).
+pub fn f8e4m3fn_to_f32(b: u8) -> f32 {
+    let w = (b as u32) << 24;
+    let sign = w & 0x8000_0000;
+    let nonsign = w & 0x7fff_ffff;
+    let renorm = nonsign.leading_zeros().saturating_sub(4);
+    let inf_nan_mask = ((nonsign.wrapping_add(0x0100_0000) as i32) >> 8) as u32 & 0x7f80_0000;
+    let zero_mask = ((nonsign.wrapping_sub(1) as i32) >> 31) as u32;
+    let bits = ((((nonsign << renorm) >> 4) + ((0x78 - renorm) << 23)) | inf_nan_mask) & !zero_mask;
+    f32::from_bits(sign | bits)
+}
+
+/// A float8 e5m2 byte (the top byte of an IEEE binary16) as f32.
+pub fn f8e5m2_to_f32(b: u8) -> f32 {
+    half::f16::from_bits((b as u16) << 8).to_f32()
 }
 
 /// `|re + i·im|` of one little-endian complex64, in f32 like numpy's `abs`.
@@ -93,7 +114,7 @@ fn words<const N: usize>(b: &[u8]) -> impl Iterator<Item = [u8; N]> + '_ {
 mod tests {
     use super::*;
 
-    fn view<'a>(elem: ElemType, shape: &'a [usize], bytes: &'a [u8]) -> TensorView<'a> {
+    fn view<'a>(elem: DType, shape: &'a [usize], bytes: &'a [u8]) -> TensorView<'a> {
         TensorView::new(elem, shape, bytes).unwrap()
     }
 
@@ -103,7 +124,7 @@ mod tests {
             .iter()
             .flat_map(|x| x.to_le_bytes())
             .collect();
-        let p = partials(&view(ElemType::F32, &[5], &xs));
+        let p = partials(&view(DType::F32, &[5], &xs));
         assert_eq!(p.count, 5);
         assert_eq!(p.nan_count, 1);
         assert_eq!(p.neg_inf_count, 1);
@@ -120,13 +141,13 @@ mod tests {
             .iter()
             .flat_map(|x| x.to_le_bytes())
             .collect();
-        let p = partials(&view(ElemType::I64, &[3], &xs));
+        let p = partials(&view(DType::I64, &[3], &xs));
         assert_eq!((p.int_min, p.int_max), (i64::MIN as i128, i64::MAX as i128));
         let u: Vec<u8> = u64::MAX.to_le_bytes().to_vec();
-        let p = partials(&view(ElemType::U64, &[], &u));
+        let p = partials(&view(DType::U64, &[], &u));
         assert_eq!(p.int_max, u64::MAX as i128);
         let b = [0u8, 2, 0];
-        let p = partials(&view(ElemType::Bool, &[3], &b));
+        let p = partials(&view(DType::Bool, &[3], &b));
         assert_eq!((p.int_min, p.int_max, p.sum), (0, 1, 1.0));
     }
 
@@ -136,7 +157,7 @@ mod tests {
             .iter()
             .flat_map(|x| x.to_le_bytes())
             .collect();
-        let p = partials(&view(ElemType::C64, &[2], &xs));
+        let p = partials(&view(DType::C64, &[2], &xs));
         assert_eq!(p.max, 5.0);
         assert_eq!(p.min, 2f32.sqrt() as f64);
     }

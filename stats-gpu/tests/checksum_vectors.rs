@@ -1,7 +1,7 @@
 //! Checksum test vectors of spec §3.5/§3.6 and agreement of every CRC/XOR path.
 
-use stats_gpu::summary::{self, Checksum, Device, Options, SummaryMode};
-use stats_gpu::{ElemType, TensorView, checksum, fast, reference};
+use stats_gpu::summary::{self, Checksum, Options, SummaryMode};
+use stats_gpu::{DType, Engine, TensorView, checksum, fast, reference};
 
 fn f32_bytes(xs: &[f32]) -> Vec<u8> {
     xs.iter().flat_map(|x| x.to_le_bytes()).collect()
@@ -14,7 +14,7 @@ fn crc32_of_spec_vector() {
     let b = f32_bytes(&SPEC);
     assert_eq!(checksum::crc32_hex(checksum::crc32(&b)), "7bb36c01");
     assert_eq!(reference::crc32(&b), 0x7bb3_6c01);
-    let v = TensorView::new(ElemType::F32, &[2, 3], &b).unwrap();
+    let v = TensorView::new(DType::F32, &[2, 3], &b).unwrap();
     assert_eq!(fast::partials_and_crc32(&v).1, 0x7bb3_6c01);
     assert_eq!(checksum::crc32_hex(checksum::crc32(&[])), "00000000");
 }
@@ -27,14 +27,14 @@ fn xor_of_spec_vectors() {
     assert_eq!(reference::xor(&b), 0x4345_5557_41cc_cccd);
     let c = f32_bytes(&[1.0, 1.0, -3.0, 4.0]);
     assert_eq!(checksum::xor_hex(checksum::xor(&c)), "0x7f000000ffc00000");
-    let v = TensorView::new(ElemType::C64, &[2], &c).unwrap();
+    let v = TensorView::new(DType::C64, &[2], &c).unwrap();
     let r = summary::compute(
         &v,
         &Options {
             mode: SummaryMode::Xor,
             ..Options::default()
         },
-        Device::Cpu,
+        &Engine::new(),
     )
     .unwrap();
     assert_eq!(r.md5, Some(Checksum::Xor(0x7f00_0000_ffc0_0000)));
@@ -71,7 +71,7 @@ fn all_paths_agree_on_awkward_lengths() {
         assert_eq!(crc32fast::hash(b), want_crc, "{n} bytes");
         assert_eq!(checksum::xor(b), want_xor, "{n} bytes");
         let shape = [n];
-        let v = TensorView::new(ElemType::U8, &shape, b).unwrap();
+        let v = TensorView::new(DType::U8, &shape, b).unwrap();
         assert_eq!(fast::partials_and_crc32(&v).1, want_crc, "{n} bytes");
         assert_eq!(fast::partials_and_xor(&v).1, want_xor, "{n} bytes");
     }

@@ -2,24 +2,26 @@
 //! bound documented in `stats_gpu::fast` (2·γ(n) of Σ|x|, resp. of Σx²).
 
 use proptest::prelude::*;
-use stats_gpu::{ElemType, Partials, TensorView, fast, reference};
+use stats_gpu::{DType, Partials, TensorView, fast, reference};
 
-const ALL: [ElemType; 15] = [
-    ElemType::Bool,
-    ElemType::U8,
-    ElemType::I8,
-    ElemType::I16,
-    ElemType::I32,
-    ElemType::I64,
-    ElemType::U16,
-    ElemType::U32,
-    ElemType::U64,
-    ElemType::F16,
-    ElemType::BF16,
-    ElemType::F32,
-    ElemType::F64,
-    ElemType::C64,
-    ElemType::C128,
+const ALL: [DType; 17] = [
+    DType::Bool,
+    DType::U8,
+    DType::I8,
+    DType::I16,
+    DType::I32,
+    DType::I64,
+    DType::U16,
+    DType::U32,
+    DType::U64,
+    DType::F16,
+    DType::BF16,
+    DType::F32,
+    DType::F64,
+    DType::C64,
+    DType::C128,
+    DType::F8E4M3FN,
+    DType::F8E5M2,
 ];
 
 /// Values that stress the kernels, besides ordinary random ones.
@@ -53,21 +55,21 @@ fn value() -> impl Strategy<Value = f64> {
 
 /// Little-endian bytes of `xs` in `elem`; integers take the raw bits of the f64's mantissa so
 /// every bit pattern shows up, bool bytes are arbitrary (non-zero = true).
-fn encode(elem: ElemType, xs: &[f64]) -> Vec<u8> {
+fn encode(elem: DType, xs: &[f64]) -> Vec<u8> {
     let mut out = Vec::with_capacity(xs.len() * elem.size());
     for &x in xs {
         let bits = x.to_bits().wrapping_mul(0x9E37_79B9_7F4A_7C15);
         match elem {
-            ElemType::Bool => out.push(if x > 0.0 { (bits >> 56) as u8 | 1 } else { 0 }),
-            ElemType::F16 => out.extend(half::f16::from_f64(x).to_le_bytes()),
-            ElemType::BF16 => out.extend(half::bf16::from_f64(x).to_le_bytes()),
-            ElemType::F32 => out.extend((x as f32).to_le_bytes()),
-            ElemType::F64 => out.extend(x.to_le_bytes()),
-            ElemType::C64 => {
+            DType::Bool => out.push(if x > 0.0 { (bits >> 56) as u8 | 1 } else { 0 }),
+            DType::F16 => out.extend(half::f16::from_f64(x).to_le_bytes()),
+            DType::BF16 => out.extend(half::bf16::from_f64(x).to_le_bytes()),
+            DType::F32 => out.extend((x as f32).to_le_bytes()),
+            DType::F64 => out.extend(x.to_le_bytes()),
+            DType::C64 => {
                 out.extend((x as f32).to_le_bytes());
                 out.extend(((x * 0.5) as f32).to_le_bytes());
             }
-            ElemType::C128 => {
+            DType::C128 => {
                 out.extend(x.to_le_bytes());
                 out.extend((-x * 0.25).to_le_bytes());
             }
@@ -82,7 +84,7 @@ fn gamma(n: u64) -> f64 {
     u / (1.0 - u)
 }
 
-fn assert_close(elem: ElemType, fast: &Partials, want: &Partials) {
+fn assert_close(elem: DType, fast: &Partials, want: &Partials) {
     let what = format!("{elem:?}: fast {fast:?} vs reference {want:?}");
     assert_eq!(fast.count, want.count, "{what}");
     assert_eq!(fast.nan_count, want.nan_count, "{what}");
@@ -122,7 +124,7 @@ fn assert_close(elem: ElemType, fast: &Partials, want: &Partials) {
     }
 }
 
-fn check(elem: ElemType, xs: &[f64]) {
+fn check(elem: DType, xs: &[f64]) {
     let bytes = encode(elem, xs);
     let shape = [xs.len()];
     let view = TensorView::new(elem, &shape, &bytes).unwrap();
@@ -158,7 +160,7 @@ proptest! {
     /// Finite values only, so the fast blocks (not the NaN/inf fallback) are what is compared.
     #[test]
     fn fast_blocks_match_reference(
-        elem in prop::sample::select(vec![ElemType::F16, ElemType::BF16, ElemType::F32, ElemType::F64]),
+        elem in prop::sample::select(vec![DType::F16, DType::BF16, DType::F32, DType::F64]),
         xs in prop::collection::vec(prop_oneof![(-1e4f64..1e4), (-1e-30f64..1e-30)], 0..70_000),
     ) {
         check(elem, &xs);
@@ -190,13 +192,7 @@ fn multi_chunk_with_special_blocks() {
             _ => ((i * 7919) % 2001) as f64 / 16.0 - 62.5,
         })
         .collect();
-    for elem in [
-        ElemType::F16,
-        ElemType::BF16,
-        ElemType::F32,
-        ElemType::I16,
-        ElemType::U8,
-    ] {
+    for elem in [DType::F16, DType::BF16, DType::F32, DType::I16, DType::U8] {
         check(elem, &xs);
     }
 }
@@ -208,13 +204,13 @@ fn batch_equals_one_by_one() {
     let xs: Vec<f64> = (0..700_000)
         .map(|i| ((i * 31) % 977) as f64 * 0.37 - 150.0)
         .collect();
-    let bytes = encode(ElemType::F32, &xs);
+    let bytes = encode(DType::F32, &xs);
     for (count, len) in [(7usize, 1000usize), (170, 4096)] {
         let shape = [len];
         let views: Vec<TensorView> = bytes
             .chunks_exact(len * 4)
             .take(count)
-            .map(|c| TensorView::new(ElemType::F32, &shape, c).unwrap())
+            .map(|c| TensorView::new(DType::F32, &shape, c).unwrap())
             .collect();
         let one_by_one: Vec<Partials> = views.iter().map(fast::partials).collect();
         assert_eq!(fast::partials_batch(&views), one_by_one);

@@ -7,10 +7,9 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-use dumpfmt::DType;
 use dumpfmt::json::Value;
-use stats_gpu::summary::{self, Checksum, Device, Flavour, Options, Record, Stat, SummaryMode};
-use stats_gpu::{ElemType, TensorView};
+use stats_gpu::summary::{self, Checksum, Flavour, Options, Record, Stat, SummaryMode};
+use stats_gpu::{DType, Engine};
 
 use testsupport::testdata;
 
@@ -62,29 +61,8 @@ fn data_of(dump: &Value) -> &Value {
     dump.get("data").expect("dump.json has data")
 }
 
-fn elem_of(d: DType) -> Option<ElemType> {
-    Some(match d {
-        DType::Bool => ElemType::Bool,
-        DType::U8 => ElemType::U8,
-        DType::I8 => ElemType::I8,
-        DType::I16 => ElemType::I16,
-        DType::I32 => ElemType::I32,
-        DType::I64 => ElemType::I64,
-        DType::U16 => ElemType::U16,
-        DType::U32 => ElemType::U32,
-        DType::U64 => ElemType::U64,
-        DType::F16 => ElemType::F16,
-        DType::BF16 => ElemType::BF16,
-        DType::F32 => ElemType::F32,
-        DType::F64 => ElemType::F64,
-        DType::C64 => ElemType::C64,
-        DType::C128 => ElemType::C128,
-        DType::F8E4M3FN | DType::F8E5M2 => return None,
-    })
-}
-
 /// Distance in units in the last place of `dt` between two finite values.
-fn ulps(a: f64, b: f64, dt: ElemType) -> u64 {
+fn ulps(a: f64, b: f64, dt: DType) -> u64 {
     fn ordered(bits: i64, sign_bit: i64) -> i64 {
         if bits & sign_bit != 0 {
             -(bits & (sign_bit - 1))
@@ -93,15 +71,15 @@ fn ulps(a: f64, b: f64, dt: ElemType) -> u64 {
         }
     }
     let (x, y) = match dt {
-        ElemType::F16 => (
+        DType::F16 => (
             ordered(half::f16::from_f64(a).to_bits() as i64, 1 << 15),
             ordered(half::f16::from_f64(b).to_bits() as i64, 1 << 15),
         ),
-        ElemType::BF16 => (
+        DType::BF16 => (
             ordered(half::bf16::from_f64(a).to_bits() as i64, 1 << 15),
             ordered(half::bf16::from_f64(b).to_bits() as i64, 1 << 15),
         ),
-        ElemType::F64 | ElemType::C128 => (
+        DType::F64 | DType::C128 => (
             ordered(a.to_bits() as i64 & i64::MAX, 1 << 62) * a.signum() as i64,
             ordered(b.to_bits() as i64 & i64::MAX, 1 << 62) * b.signum() as i64,
         ),
@@ -124,7 +102,7 @@ fn same_exact(got: Stat, want: &Value) -> bool {
     }
 }
 
-fn same_within(got: Stat, want: &Value, dt: ElemType, max_ulps: u64, abs_tol: f64) -> bool {
+fn same_within(got: Stat, want: &Value, dt: DType, max_ulps: u64, abs_tol: f64) -> bool {
     match (got, want) {
         (Stat::Float(a), Value::Float(b)) if a.is_finite() && b.is_finite() => {
             ulps(a, *b, dt) <= max_ulps || (a - b).abs() <= abs_tol
@@ -134,11 +112,11 @@ fn same_within(got: Stat, want: &Value, dt: ElemType, max_ulps: u64, abs_tol: f6
 }
 
 /// Unit roundoff of the dtype Mean/Norm are reported in.
-fn unit_roundoff(dt: ElemType) -> f64 {
+fn unit_roundoff(dt: DType) -> f64 {
     match dt {
-        ElemType::F16 => 2f64.powi(-11),
-        ElemType::BF16 => 2f64.powi(-8),
-        ElemType::F64 | ElemType::C128 => 2f64.powi(-53),
+        DType::F16 => 2f64.powi(-11),
+        DType::BF16 => 2f64.powi(-8),
+        DType::F64 | DType::C128 => 2f64.powi(-53),
         _ => 2f64.powi(-24),
     }
 }
@@ -146,7 +124,7 @@ fn unit_roundoff(dt: ElemType) -> f64 {
 /// Absolute tolerance of a Norm: CPU torch sums float32 squares in float32 (sequentially for
 /// strided inputs: ✔ 1024-element transposed matmul inputs differ from the exact norm by 3-5
 /// float32 ulps), so the error grows with `n` beyond 2 ulps: allow `4·u·log2(n)` relative.
-fn norm_tolerance(dt: ElemType, n: usize, norm: f64) -> f64 {
+fn norm_tolerance(dt: DType, n: usize, norm: f64) -> f64 {
     4.0 * unit_roundoff(dt) * (n.max(2) as f64).log2() * norm
 }
 
@@ -155,21 +133,21 @@ fn norm_tolerance(dt: ElemType, n: usize, norm: f64) -> f64 {
 /// every device, because frameworks accumulate in float32 (half types) or the tensor dtype; the
 /// error is bounded relative to the summands instead: about `u·log2(n)·Σ|x|/n`, and
 /// `Σ|x|/n ≤ Norm/√n`.
-fn mean_tolerance(dt: ElemType, n: usize, norm: f64) -> f64 {
+fn mean_tolerance(dt: DType, n: usize, norm: f64) -> f64 {
     let n = n.max(1) as f64;
     4.0 * unit_roundoff(dt) * n.log2().max(1.0) * norm / n.sqrt()
 }
 
 /// The dtype Mean/Norm are rounded to: the tensor dtype, float32 for complex64 and for
 /// MindSpore's float32 casts.
-fn result_dtype(elem: ElemType, flavour: Flavour) -> ElemType {
+fn result_dtype(elem: DType, flavour: Flavour) -> DType {
     match elem {
-        ElemType::C64 => ElemType::F32,
-        ElemType::C128 => ElemType::F64,
-        ElemType::F16 | ElemType::BF16 if flavour == Flavour::PyTorch => elem,
-        ElemType::F16 | ElemType::BF16 => elem,
-        ElemType::F64 if flavour == Flavour::PyTorch => ElemType::F64,
-        _ => ElemType::F32,
+        DType::C64 => DType::F32,
+        DType::C128 => DType::F64,
+        DType::F16 | DType::BF16 if flavour == Flavour::PyTorch => elem,
+        DType::F16 | DType::BF16 => elem,
+        DType::F64 if flavour == Flavour::PyTorch => DType::F64,
+        _ => DType::F32,
     }
 }
 
@@ -186,18 +164,20 @@ fn compute_for(
     dir: &Path,
     rec: &dumpfmt::json::Map,
     opts: &Options,
-) -> Result<(ElemType, Record), String> {
+) -> Result<(DType, Record), String> {
     let name = rec
         .get("data_name")
         .and_then(Value::as_str)
         .ok_or("no data_name")?;
     let path = dir.join("dump_tensor_data").join(name);
     let t = dumpfmt::tensor::read_tensor(&path).map_err(|e| e.to_string())?;
-    let elem =
-        elem_of(t.dtype()).ok_or_else(|| format!("{name}: unsupported dtype {:?}", t.dtype()))?;
-    let view = TensorView::new(elem, t.shape(), t.bytes()).map_err(|e| format!("{name}: {e}"))?;
-    let r = summary::compute(&view, opts, Device::Cpu).map_err(|e| format!("{name}: {e}"))?;
-    Ok((elem, r))
+    let opts = Options {
+        backend: stats_gpu::Backend::Cpu,
+        ..*opts
+    };
+    let r =
+        summary::compute(&t.view(), &opts, &Engine::new()).map_err(|e| format!("{name}: {e}"))?;
+    Ok((t.dtype(), r))
 }
 
 fn check_stats(dump_json: &Path, max_ulps: u64) -> Checked {

@@ -6,7 +6,7 @@ mod gpu_common;
 
 use gpu_common::{Rng, check};
 use stats_gpu::gpu::GpuOptions;
-use stats_gpu::{ElemType, TensorView, reference};
+use stats_gpu::{DType, TensorView, reference};
 use testsupport::gpu;
 
 /// One workgroup: each invocation adds thousands of block sums.
@@ -25,13 +25,13 @@ fn long_same_sign_sums_stay_accurate() {
     let mut rng = Rng(11);
     for (elem, bytes) in [
         (
-            ElemType::F32,
+            DType::F32,
             (0..n)
                 .flat_map(|_| ((0.1 + rng.unit() * 1e-3) as f32).to_le_bytes())
                 .collect::<Vec<u8>>(),
         ),
         (
-            ElemType::BF16,
+            DType::BF16,
             (0..n)
                 .flat_map(|_| half::bf16::from_f64(3.0 + rng.unit()).to_le_bytes())
                 .collect(),

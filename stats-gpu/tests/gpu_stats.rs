@@ -7,7 +7,7 @@ mod gpu_common;
 use gpu_common::{Rng, check, random_bytes};
 use proptest::prelude::*;
 use stats_gpu::gpu::{Gpu, GpuError, GpuOptions};
-use stats_gpu::{ElemType, Partials, TensorView};
+use stats_gpu::{DType, Partials, TensorView};
 use testsupport::gpu;
 
 const CHUNK: u64 = 4096;
@@ -22,7 +22,7 @@ fn small_chunks() -> GpuOptions {
 
 /// Runs `bytes` (placed at byte offset `offset` of a fresh buffer, so the view may be
 /// unaligned) through `partials`, `partials_batch` and the resident path.
-fn check_all_paths(g: &Gpu, elem: ElemType, bytes: &[u8], offset: usize) -> Result<(), String> {
+fn check_all_paths(g: &Gpu, elem: DType, bytes: &[u8], offset: usize) -> Result<(), String> {
     let mut buf = vec![0xA5u8; offset];
     buf.extend_from_slice(bytes);
     let shape = [bytes.len() / elem.size()];
@@ -51,9 +51,9 @@ fn f32_bits() -> impl Strategy<Value = u32> {
     ]
 }
 
-fn u16_bits(elem: ElemType) -> impl Strategy<Value = u16> {
+fn u16_bits(elem: DType) -> impl Strategy<Value = u16> {
     let from_f32 = move |x: f32| match elem {
-        ElemType::F16 => half::f16::from_f32(x).to_bits(),
+        DType::F16 => half::f16::from_f32(x).to_bits(),
         _ => half::bf16::from_f32(x).to_bits(),
     };
     prop_oneof![
@@ -72,9 +72,9 @@ fn len() -> impl Strategy<Value = usize> {
 
 /// A whole tensor of one magnitude: `unit * scale` with scale from subnormal to near f32::MAX,
 /// so that errors are judged against large or tiny totals.
-fn uniform_tensor(elem: ElemType) -> impl Strategy<Value = Vec<u8>> {
+fn uniform_tensor(elem: DType) -> impl Strategy<Value = Vec<u8>> {
     let scales: Vec<f64> = match elem {
-        ElemType::F16 => vec![1e-7, 1e-5, 1.0, 6e4],
+        DType::F16 => vec![1e-7, 1e-5, 1.0, 6e4],
         _ => vec![1e-44, 1e-40, 1e-30, 1.0, 1e19, 1e30, 3e38],
     };
     (prop::sample::select(scales), len(), any::<u64>())
@@ -93,26 +93,26 @@ proptest! {
             bits = bits.iter().copied().cycle().take(big).collect();
         }
         let bytes: Vec<u8> = bits.iter().flat_map(|b| b.to_le_bytes()).collect();
-        check_all_paths(g, ElemType::F32, &bytes, offset).map_err(TestCaseError::fail)?;
+        check_all_paths(g, DType::F32, &bytes, offset).map_err(TestCaseError::fail)?;
     }
 
     #[test]
-    fn f16_mixed_values(bits in prop::collection::vec(u16_bits(ElemType::F16), 0..3000), offset in 0usize..4) {
+    fn f16_mixed_values(bits in prop::collection::vec(u16_bits(DType::F16), 0..3000), offset in 0usize..4) {
         let Some(g) = gpu(small_chunks) else { return Ok(()) };
         let bytes: Vec<u8> = bits.iter().flat_map(|b| b.to_le_bytes()).collect();
-        check_all_paths(g, ElemType::F16, &bytes, offset).map_err(TestCaseError::fail)?;
+        check_all_paths(g, DType::F16, &bytes, offset).map_err(TestCaseError::fail)?;
     }
 
     #[test]
-    fn bf16_mixed_values(bits in prop::collection::vec(u16_bits(ElemType::BF16), 0..3000), offset in 0usize..4) {
+    fn bf16_mixed_values(bits in prop::collection::vec(u16_bits(DType::BF16), 0..3000), offset in 0usize..4) {
         let Some(g) = gpu(small_chunks) else { return Ok(()) };
         let bytes: Vec<u8> = bits.iter().flat_map(|b| b.to_le_bytes()).collect();
-        check_all_paths(g, ElemType::BF16, &bytes, offset).map_err(TestCaseError::fail)?;
+        check_all_paths(g, DType::BF16, &bytes, offset).map_err(TestCaseError::fail)?;
     }
 
     #[test]
     fn one_magnitude_tensors(
-        (elem, bytes) in prop::sample::select(vec![ElemType::F32, ElemType::F16, ElemType::BF16])
+        (elem, bytes) in prop::sample::select(vec![DType::F32, DType::F16, DType::BF16])
             .prop_flat_map(|e| (Just(e), uniform_tensor(e))),
         offset in 0usize..4,
     ) {
@@ -123,7 +123,7 @@ proptest! {
     #[test]
     fn batches_of_mixed_sizes_and_types(
         tensors in prop::collection::vec(
-            (prop::sample::select(vec![ElemType::F32, ElemType::F16, ElemType::BF16]),
+            (prop::sample::select(vec![DType::F32, DType::F16, DType::BF16]),
              prop_oneof![3 => 0usize..40, 3 => 40usize..1500, 1 => 1500usize..20_000],
              prop::sample::select(vec![1e-40, 1.0, 1e30]),
              any::<u64>(),
@@ -131,15 +131,15 @@ proptest! {
             0..24),
     ) {
         let Some(g) = gpu(small_chunks) else { return Ok(()) };
-        let data: Vec<(ElemType, Vec<u8>, [usize; 1])> = tensors
+        let data: Vec<(DType, Vec<u8>, [usize; 1])> = tensors
             .iter()
             .map(|&(elem, n, scale, seed, special)| {
                 let mut bytes = random_bytes(elem, n, scale, &mut Rng(seed | 1));
                 if special && n > 2 {
                     // A NaN and an infinity somewhere inside.
                     let (nan, inf): (&[u8], &[u8]) = match elem {
-                        ElemType::F32 => (&[0, 0, 0xc0, 0x7f], &[0, 0, 0x80, 0xff]),
-                        ElemType::F16 => (&[0, 0x7e], &[0, 0x7c]),
+                        DType::F32 => (&[0, 0, 0xc0, 0x7f], &[0, 0, 0x80, 0xff]),
+                        DType::F16 => (&[0, 0x7e], &[0, 0x7c]),
                         _ => (&[0xc0, 0x7f], &[0x80, 0xff]),
                     };
                     let s = elem.size();
@@ -166,7 +166,7 @@ proptest! {
 #[test]
 fn empty_scalar_and_one_element() {
     let Some(g) = gpu(small_chunks) else { return };
-    for elem in [ElemType::F32, ElemType::F16, ElemType::BF16] {
+    for elem in [DType::F32, DType::F16, DType::BF16] {
         let empty = TensorView::new(elem, &[0, 3], &[]).unwrap();
         let p = g.partials(&empty).unwrap();
         assert_eq!(
@@ -191,12 +191,12 @@ fn empty_scalar_and_one_element() {
 fn every_16_bit_pattern() {
     let Some(g) = gpu(small_chunks) else { return };
     let bytes: Vec<u8> = (0..=u16::MAX).flat_map(u16::to_le_bytes).collect();
-    for elem in [ElemType::F16, ElemType::BF16] {
+    for elem in [DType::F16, DType::BF16] {
         check_all_paths(g, elem, &bytes, 0).unwrap();
         let p = g
             .partials(&TensorView::new(elem, &[65536], &bytes).unwrap())
             .unwrap();
-        let (nans, infs) = if elem == ElemType::F16 {
+        let (nans, infs) = if elem == DType::F16 {
             (2046, 1)
         } else {
             (254, 1)
@@ -215,7 +215,7 @@ fn all_nan_and_all_infinite() {
         .flatten()
         .collect();
     let p = g
-        .partials(&TensorView::new(ElemType::F32, &[5000], &nan).unwrap())
+        .partials(&TensorView::new(DType::F32, &[5000], &nan).unwrap())
         .unwrap();
     assert_eq!(
         (p.nan_count, p.min, p.max, p.sum),
@@ -225,7 +225,7 @@ fn all_nan_and_all_infinite() {
         .flatten()
         .collect();
     let p = g
-        .partials(&TensorView::new(ElemType::F32, &[3001], &inf).unwrap())
+        .partials(&TensorView::new(DType::F32, &[3001], &inf).unwrap())
         .unwrap();
     assert_eq!(
         (p.neg_inf_count, p.min, p.max, p.sum_sq),
@@ -241,7 +241,7 @@ fn sums_that_overflow_f32_stay_finite() {
         let bytes: Vec<u8> = std::iter::repeat_n(x.to_le_bytes(), 10_007)
             .flatten()
             .collect();
-        let view = TensorView::new(ElemType::F32, &[10_007], &bytes).unwrap();
+        let view = TensorView::new(DType::F32, &[10_007], &bytes).unwrap();
         let p = g.partials(&view).unwrap();
         assert!(p.sum.is_finite() && p.sum_sq.is_finite(), "{x}: {p:?}");
         check(&p, &view).unwrap();
@@ -250,7 +250,7 @@ fn sums_that_overflow_f32_stay_finite() {
     let bytes: Vec<u8> = (1u32..20_000)
         .flat_map(|m| f32::from_bits(m * 37).to_le_bytes())
         .collect();
-    let view = TensorView::new(ElemType::F32, &[19_999], &bytes).unwrap();
+    let view = TensorView::new(DType::F32, &[19_999], &bytes).unwrap();
     let p = g.partials(&view).unwrap();
     assert!(p.sum_sq > 0.0);
     check(&p, &view).unwrap();
@@ -266,7 +266,7 @@ fn long_sums_keep_their_precision() {
         .flat_map(|_| ((0.1 + rng.unit() * 1e-3) as f32).to_le_bytes())
         .collect();
     let shape = [n];
-    let view = TensorView::new(ElemType::F32, &shape, &bytes).unwrap();
+    let view = TensorView::new(DType::F32, &shape, &bytes).unwrap();
     let p = g.partials(&view).unwrap();
     check(&p, &view).unwrap();
     let want = stats_gpu::reference::partials(&view);
@@ -281,7 +281,7 @@ fn long_sums_keep_their_precision() {
 #[test]
 fn other_types_are_refused() {
     let Some(g) = gpu(small_chunks) else { return };
-    for elem in [ElemType::I32, ElemType::F64, ElemType::Bool, ElemType::C64] {
+    for elem in [DType::I32, DType::F64, DType::Bool, DType::C64] {
         assert!(!Gpu::supports(elem));
         let bytes = vec![0u8; elem.size() * 3];
         let view = TensorView::new(elem, &[3], &bytes).unwrap();
@@ -291,6 +291,6 @@ fn other_types_are_refused() {
     }
     // The failures left the reusable buffers usable.
     let bytes = 1.5f32.to_le_bytes();
-    let view = TensorView::new(ElemType::F32, &[1], &bytes).unwrap();
+    let view = TensorView::new(DType::F32, &[1], &bytes).unwrap();
     assert_eq!(g.partials(&view).unwrap().max, 1.5);
 }

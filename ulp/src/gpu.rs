@@ -16,8 +16,17 @@
 use std::sync::OnceLock;
 
 use rayon::prelude::*;
-pub use stats_gpu::gpu::PairDevice;
-use stats_gpu::gpu::{Gpu, GpuError, PairParams, PairPartials};
+/// The device side of a pair (stats-gpu takes the typed slices of numprobe-tensor).
+pub use stats_gpu::Elems as PairDevice;
+use stats_gpu::gpu::{Gpu, GpuError, GpuOptions, PairParams, PairPartials};
+
+/// The Gpu of [`all_metrics_on`], opened on first use (stats-gpu keeps no process-wide one).
+fn shared_gpu() -> Result<&'static Gpu, GpuError> {
+    static GPU: OnceLock<Result<Gpu, GpuError>> = OnceLock::new();
+    GPU.get_or_init(|| Gpu::new(GpuOptions::default()))
+        .as_ref()
+        .map_err(Clone::clone)
+}
 
 use crate::elem::{Elem, Work};
 use crate::fused::{DeviceFamily, FusedStats, Params};
@@ -141,7 +150,7 @@ fn check_family(device: &PairDevice<'_>, family: DeviceFamily) -> Result<(), Gpu
     let ok = matches!(
         (device, family),
         (PairDevice::F16(_), DeviceFamily::F16)
-            | (PairDevice::F32(_) | PairDevice::Bf16(_), DeviceFamily::BF16)
+            | (PairDevice::F32(_) | PairDevice::BF16(_), DeviceFamily::BF16)
             | (PairDevice::F32(_), DeviceFamily::F32)
     );
     if ok {
@@ -149,11 +158,7 @@ fn check_family(device: &PairDevice<'_>, family: DeviceFamily) -> Result<(), Gpu
     } else {
         Err(GpuFusedError::Unsupported(format!(
             "{device_kind} data for a {family:?} device",
-            device_kind = match device {
-                PairDevice::F32(_) => "float32",
-                PairDevice::F16(_) => "float16",
-                PairDevice::Bf16(_) => "bfloat16",
-            }
+            device_kind = device.dtype().numpy_name()
         )))
     }
 }
@@ -168,7 +173,7 @@ pub fn gpu_fused(
 ) -> Result<PairPartials, GpuFusedError> {
     check_family(&device, family)?;
     let params = pair_params(family, chunk_elems)?;
-    Ok(gpu.pair_partials(bench, device, &params)?)
+    Ok(gpu.pair_partials(PairDevice::F32(bench), device, &params)?)
 }
 
 /// Every metric of one (bench, device) pair from the GPU pass; the cells equal those of
@@ -208,7 +213,7 @@ pub enum Backend {
 pub const AUTO_GPU_MIN_ELEMS: usize = 4 << 20;
 
 /// All metrics of a pair, as [`all_metrics_shaped`], on the GPU when `backend` and the data
-/// allow (see [`Backend`]), using the process-wide [`Gpu::global`].
+/// allow (see [`Backend`]), using a Gpu opened on first use.
 pub fn all_metrics_on(
     bench: Elems<'_>,
     device: Elems<'_>,
@@ -233,10 +238,10 @@ pub fn all_metrics_on(
     };
     let use_gpu = match (backend, &gpu_input) {
         (Backend::Cpu, _) | (_, None) => None,
-        (Backend::Gpu, Some(_)) => Some(Gpu::global()?),
+        (Backend::Gpu, Some(_)) => Some(shared_gpu()?),
         (Backend::Auto, Some((b, _))) => {
             if b.len() >= AUTO_GPU_MIN_ELEMS {
-                Gpu::global().ok().filter(|g| {
+                shared_gpu().ok().filter(|g| {
                     g.adapter_info().device_type != stats_gpu::gpu::wgpu::DeviceType::Cpu
                 })
             } else {
@@ -340,7 +345,8 @@ fn device_at(device: &PairDevice<'_>, i: usize) -> f64 {
     match device {
         PairDevice::F32(a) => f64::from(a[i]),
         PairDevice::F16(a) => a[i].to_f64(),
-        PairDevice::Bf16(a) => a[i].to_f64(),
+        PairDevice::BF16(a) => a[i].to_f64(),
+        _ => unreachable!("check_family admits f32, f16 and bf16 devices only"),
     }
 }
 

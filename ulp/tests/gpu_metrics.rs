@@ -189,7 +189,7 @@ fn check_bf16(gpu: &Gpu, bench: &[f32], device: &[f32], chunk: usize) {
     // msprobe hands a bf16 device output to numpy as float32 values.
     let d32: Vec<f32> = d.iter().map(|x| x.to_f32()).collect();
     let c = all_metrics(Elems::F32(bench), Elems::F32(&d32), DeviceFamily::BF16).unwrap();
-    let g = all_metrics_gpu(gpu, bench, PairDevice::Bf16(&d), DeviceFamily::BF16, chunk).unwrap();
+    let g = all_metrics_gpu(gpu, bench, PairDevice::BF16(&d), DeviceFamily::BF16, chunk).unwrap();
     same_cells(&g, &c);
     let g32 =
         all_metrics_gpu(gpu, bench, PairDevice::F32(&d32), DeviceFamily::BF16, chunk).unwrap();

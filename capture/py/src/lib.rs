@@ -270,6 +270,8 @@ impl Session {
                 "mindspore" => Flavour::MindSpore,
                 _ => Flavour::PyTorch,
             },
+            // Backend and float32 order are decided per tensor by capture (CPU, torch_threads).
+            ..Options::default()
         };
         let meta = Meta {
             task,
@@ -642,15 +644,15 @@ fn torch_order_mean_norm(
 ) -> PyResult<(f32, f32)> {
     // SAFETY: see `borrow`.
     let b = unsafe { borrow(ptr, nbytes) };
-    let xs = capture::torch_order::as_f32(b)
+    let xs = stats_gpu::torch_order::as_f32(b)
         .ok_or_else(|| PyValueError::new_err("not aligned float32 memory"))?;
     if xs.is_empty() {
         return Err(PyValueError::new_err("empty tensor"));
     }
     Ok(py.detach(|| {
         (
-            capture::torch_order::torch_mean(xs, threads),
-            capture::torch_order::torch_norm(xs),
+            stats_gpu::torch_order::torch_mean(xs, threads),
+            stats_gpu::torch_order::torch_norm(xs),
         )
     }))
 }

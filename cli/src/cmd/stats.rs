@@ -3,9 +3,7 @@
 
 use super::CmdResult;
 use clap::ValueEnum;
-use dumpfmt::DType;
-use stats_gpu::summary::{self, Device, Flavour, Options, Precision, SummaryMode};
-use stats_gpu::{ElemType, TensorView};
+use stats_gpu::{Backend, Exactness, Flavour, Options, Precision, SummaryMode};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -25,6 +23,14 @@ pub struct Args {
     /// Whose rules to follow; by default `.pt` files follow PyTorch's and `.npy` MindSpore's.
     #[arg(long, value_enum)]
     pub framework: Option<FrameworkArg>,
+    /// float32 Mean/Norm under PyTorch's rules: `torch-cpu` sums in the order of PyTorch's CPU
+    /// kernels (msprobe's bits for CPU tensors), `rounded` in f64 rounded once.
+    #[arg(long, value_enum, default_value_t = ExactnessArg::TorchCpu)]
+    pub exactness: ExactnessArg,
+    /// torch threads of the run that made the tensor (`torch.get_num_threads()`), for
+    /// `--exactness torch-cpu`; matters for tensors of 32768 elements and more.
+    #[arg(long, default_value_t = 1)]
+    pub torch_threads: usize,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -53,27 +59,10 @@ pub enum FrameworkArg {
     Mindspore,
 }
 
-/// The kernels' element type for a file dtype; `None` for dtypes msprobe records no statistics
-/// for (float8).
-pub fn elem_type(d: DType) -> Option<ElemType> {
-    Some(match d {
-        DType::Bool => ElemType::Bool,
-        DType::U8 => ElemType::U8,
-        DType::I8 => ElemType::I8,
-        DType::I16 => ElemType::I16,
-        DType::I32 => ElemType::I32,
-        DType::I64 => ElemType::I64,
-        DType::U16 => ElemType::U16,
-        DType::U32 => ElemType::U32,
-        DType::U64 => ElemType::U64,
-        DType::F16 => ElemType::F16,
-        DType::BF16 => ElemType::BF16,
-        DType::F32 => ElemType::F32,
-        DType::F64 => ElemType::F64,
-        DType::C64 => ElemType::C64,
-        DType::C128 => ElemType::C128,
-        DType::F8E4M3FN | DType::F8E5M2 => return None,
-    })
+#[derive(Clone, Copy, ValueEnum)]
+pub enum ExactnessArg {
+    TorchCpu,
+    Rounded,
 }
 
 fn default_flavour(path: &Path) -> Flavour {
@@ -100,27 +89,20 @@ pub fn run(args: Args) -> CmdResult {
             Some(FrameworkArg::Mindspore) => Flavour::MindSpore,
             None => default_flavour(&args.file),
         },
+        backend: match args.device {
+            DeviceArg::Cpu => Backend::Cpu,
+            DeviceArg::Gpu => Backend::Gpu,
+            DeviceArg::Auto => Backend::Auto,
+        },
+        exact: match args.exactness {
+            ExactnessArg::TorchCpu => Exactness::TorchCpu {
+                threads: args.torch_threads,
+            },
+            ExactnessArg::Rounded => Exactness::Rounded,
+        },
     };
-    let device = match args.device {
-        DeviceArg::Cpu => Device::Cpu,
-        DeviceArg::Gpu => Device::Gpu,
-        DeviceArg::Auto => Device::Auto,
-    };
-    let fields = match elem_type(tensor.dtype()) {
-        Some(elem) => {
-            let view = TensorView::new(elem, tensor.shape(), tensor.bytes())?;
-            summary::compute(&view, &opts, device)?.to_json_fields()
-        }
-        // msprobe records float8 tensors with null statistics.
-        None => ["Max", "Min", "Mean", "Norm"]
-            .into_iter()
-            .map(|k| (k, "null".to_string()))
-            .collect(),
-    };
-    let body: Vec<String> = fields
-        .iter()
-        .map(|(k, v)| format!("\"{k}\": {v}"))
-        .collect();
-    println!("{{{}}}", body.join(", "));
+    // float8 tensors give msprobe's record without statistics (four nulls).
+    let record = super::stats_engine().compute(&tensor.view(), &opts)?;
+    println!("{record}");
     Ok(ExitCode::SUCCESS)
 }

@@ -11,7 +11,7 @@
 /// [`AUTO_GPU_MIN_ELEMS`] elements when the adapter is a hardware one: a CPU adapter such as
 /// lavapipe is slower than the CPU path on the same cores). Without feature `gpu` every choice
 /// runs on the CPU.
-pub use stats_gpu::summary::Device as Backend;
+pub use stats_gpu::Backend;
 
 /// Below this many elements per tensor the upload and dispatch cost more than the CPU pass.
 pub const AUTO_GPU_MIN_ELEMS: usize = 4 << 20;
@@ -88,17 +88,18 @@ impl Engine {
 mod imp {
     use half::{bf16, f16};
     use numprobe_tensor::DType;
-    use stats_gpu::gpu::{Gpu, PairData, PairParams};
+    use stats_gpu::Elems;
+    use stats_gpu::gpu::{Gpu, PairParams};
 
     use crate::tensor::{Operand, Partial};
 
     /// The tensor's elements as kernel input; `None` for other dtypes or unaligned bytes.
-    fn data<'a>(t: &Operand<'a>) -> Option<PairData<'a>> {
+    fn data<'a>(t: &Operand<'a>) -> Option<Elems<'a>> {
         let v = &t.view;
         Some(match v.dtype() {
-            DType::F32 => PairData::F32(v.typed::<f32>().ok()?),
-            DType::F16 => PairData::F16(v.typed::<f16>().ok()?),
-            DType::BF16 => PairData::Bf16(v.typed::<bf16>().ok()?),
+            DType::F32 => Elems::F32(v.typed::<f32>().ok()?),
+            DType::F16 => Elems::F16(v.typed::<f16>().ok()?),
+            DType::BF16 => Elems::BF16(v.typed::<bf16>().ok()?),
             _ => return None,
         })
     }

@@ -104,8 +104,8 @@ pub(crate) fn partials_batch(
     state: &mut State,
     views: &[TensorView],
 ) -> Result<Vec<Partials>, GpuError> {
-    if let Some(v) = views.iter().find(|v| !Gpu::supports(v.elem())) {
-        return Err(GpuError::Unsupported(v.elem()));
+    if let Some(v) = views.iter().find(|v| !Gpu::supports(v.dtype())) {
+        return Err(GpuError::Unsupported(v.dtype()));
     }
     let mut results: Vec<Partials> = views
         .iter()
@@ -173,10 +173,10 @@ fn run_group(
     let mut offset = 0u64;
     for &i in group {
         let v = &views[i];
-        let kind = stats_kernel::kind_of(v.elem()).expect("checked by partials_batch");
+        let kind = stats_kernel::kind_of(v.dtype()).expect("checked by partials_batch");
         let len = v.bytes().len() as u64;
         parts.push((offset, v.bytes()));
-        let (words, tail) = stats_kernel::split_words(len, v.elem());
+        let (words, tail) = stats_kernel::split_words(len, v.dtype());
         let words = u64::from(words);
         let n_tasks = tasks_of(len);
         for t in 0..n_tasks {

@@ -33,15 +33,9 @@ fn pick(adapters: Vec<wgpu::Adapter>, choice: &AdapterChoice) -> Result<wgpu::Ad
         wgpu::DeviceType::Cpu => 4,
     };
     let wanted: Box<dyn Fn(&wgpu::Adapter) -> bool> = match choice {
-        AdapterChoice::Auto => match std::env::var("WGPU_ADAPTER_NAME") {
-            // Our own matching: wgpu's helper panics when nothing matches.
-            Ok(name) if !name.is_empty() => {
-                let name = name.to_lowercase();
-                Box::new(move |a| a.get_info().name.to_lowercase().contains(&name))
-            }
-            _ => Box::new(|_| true),
-        },
+        AdapterChoice::Auto => Box::new(|_| true),
         AdapterChoice::Cpu => Box::new(|a| a.get_info().device_type == wgpu::DeviceType::Cpu),
+        // Our own matching: wgpu's helper panics when nothing matches.
         AdapterChoice::NameContains(name) => {
             let name = name.to_lowercase();
             Box::new(move |a| a.get_info().name.to_lowercase().contains(&name))

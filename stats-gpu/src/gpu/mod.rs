@@ -1,11 +1,17 @@
 //! wgpu path: the fused statistics kernel on any Vulkan adapter (a real GPU, or lavapipe on CPU).
 //!
-//! Its private modules:
+//! [`Gpu`] holds the context (instance, adapter, device, queue, reusable buffers) and the
+//! compiled pipelines; its methods are the entry points. Inside (private modules):
+//!
 //! - `context`: instance, adapter and device, separate from the kernels.
 //! - `stats_kernel`: pipelines of `stats.wgsl`, record decoding, and the error bound.
-//! - `stream`: one tensor, in chunks through a ring of two reused staging buffers.
-//! - `batch`: many small tensors packed in one buffer, one dispatch, one readback.
-//! - `resident`: data already on the device (for benchmarks), with timestamp queries.
+//! - `stream`: one tensor, in chunks through a ring of two reused staging buffers
+//!   ([`Gpu::partials`]).
+//! - `batch`: many small tensors packed in one buffer, one dispatch, one readback
+//!   ([`Gpu::partials_batch`]).
+//! - `resident`: data already on the device (for benchmarks), with timestamp queries
+//!   ([`Gpu::upload`], [`GpuTensor`]).
+//! - `pair_kernel`: the (bench, device) pair pass of `pair.wgsl` ([`Gpu::pair_partials`]).
 //!
 //! Only f32, f16 and bf16 are handled here ([`Gpu::supports`]); 16-bit types are read as packed
 //! u32 words, so no adapter feature beyond plain WebGPU is needed.
@@ -20,11 +26,9 @@ mod timing;
 
 use std::sync::{Mutex, MutexGuard, OnceLock};
 
-use crate::{ElemType, Partials, TensorView};
+use crate::{DType, Elems, Partials, TensorView};
 
-pub use pair_kernel::{
-    PAIR_SUM_REL_TOL, PairData, PairDevice, PairParams, PairPartials, PairTiming,
-};
+pub use pair_kernel::{PAIR_SUM_REL_TOL, PairParams, PairPartials, PairTiming};
 pub use resident::GpuTensor;
 pub use timing::CopyTiming;
 /// The wgpu this crate was built with, for [`Gpu::adapter_info`], [`Gpu::device`] and the like.
@@ -37,7 +41,7 @@ pub enum GpuError {
     #[error("no GPU adapter: {0}")]
     NoAdapter(String),
     #[error("the GPU path does not handle {0:?} tensors (only f32, f16 and bf16)")]
-    Unsupported(ElemType),
+    Unsupported(DType),
     /// Device creation, allocation or submission failed.
     #[error("GPU device error: {0}")]
     Device(String),
@@ -49,11 +53,12 @@ pub enum GpuError {
     ForeignTensor,
 }
 
-/// Which adapter to open.
+/// Which adapter to open. The library reads no environment variable for this choice (wgpu
+/// itself honours `WGPU_BACKEND` when it enumerates adapters); a program that lets its users
+/// pick an adapter by name passes [`AdapterChoice::NameContains`].
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub enum AdapterChoice {
-    /// The best available (discrete before integrated before CPU); honours `WGPU_ADAPTER_NAME`
-    /// (a case-insensitive substring of the adapter name) and `WGPU_BACKEND`.
+    /// The best available: discrete before integrated before virtual before CPU.
     #[default]
     Auto,
     /// A CPU adapter (lavapipe).
@@ -105,18 +110,10 @@ impl std::fmt::Debug for Gpu {
     }
 }
 
-static GLOBAL: OnceLock<Result<Gpu, GpuError>> = OnceLock::new();
-
 impl Gpu {
-    /// The process-wide instance with default options, opened on first use. A failure to open
-    /// it is remembered and returned again.
-    pub fn global() -> Result<&'static Gpu, GpuError> {
-        GLOBAL
-            .get_or_init(|| Gpu::new(GpuOptions::default()))
-            .as_ref()
-            .map_err(Clone::clone)
-    }
-
+    /// Opens the adapter `opts` names and compiles the statistics pipelines (the pair
+    /// pipelines are compiled on first use). Opening costs tens to hundreds of milliseconds:
+    /// open one and keep it (or let an [`Engine`](crate::Engine) do so).
     pub fn new(opts: GpuOptions) -> Result<Gpu, GpuError> {
         static NEXT_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
         let ctx = context::Context::open(&opts.adapter)?;
@@ -156,9 +153,9 @@ impl Gpu {
         })
     }
 
-    /// Element types the GPU path reduces.
-    pub fn supports(elem: ElemType) -> bool {
-        stats_kernel::kind_of(elem).is_some()
+    /// Element types the GPU path reduces: float32, float16 and bfloat16.
+    pub fn supports(dtype: DType) -> bool {
+        stats_kernel::kind_of(dtype).is_some()
     }
 
     /// Statistics of one tensor of any size, streamed in chunks.
@@ -186,17 +183,23 @@ impl Gpu {
 
     /// Error counts, error maxima and sums, ULP statistics, cosine inputs and compare's tensor
     /// metrics of a (bench, device) pair in one pass over both arrays (see [`PairPartials`]);
-    /// either side is f32, f16 or bf16 ([`PairData`]). Lengths beyond the shorter are
-    /// ignored. Upload and record buffers are kept for the next call.
-    pub fn pair_partials<'a, 'b>(
+    /// either side holds f32, f16 or bf16 elements (other dtypes are
+    /// [`GpuError::Unsupported`]; a [`TensorView`] gives its elements with
+    /// [`TensorView::elems`]). Lengths beyond the shorter are ignored. Upload and record
+    /// buffers are kept for the next call.
+    pub fn pair_partials(
         &self,
-        bench: impl Into<PairData<'a>>,
-        device: impl Into<PairData<'b>>,
+        bench: Elems<'_>,
+        device: Elems<'_>,
         params: &PairParams,
     ) -> Result<PairPartials, GpuError> {
+        let (bench, device) = (
+            pair_kernel::Side::new(bench)?,
+            pair_kernel::Side::new(device)?,
+        );
         // One user of the device's queue at a time, like the other entry points.
         let _state = self.lock_state();
-        pair_kernel::pair_partials(self, bench.into(), device.into(), params)
+        pair_kernel::pair_partials(self, bench, device, params)
     }
 
     fn pair(&self) -> &pair_kernel::PairKernel {

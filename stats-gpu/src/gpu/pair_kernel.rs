@@ -34,9 +34,8 @@
 
 use std::sync::{Mutex, OnceLock, mpsc};
 
-use half::{bf16, f16};
-
 use super::{Gpu, GpuError, allocating};
+use crate::Elems;
 
 /// Words of one workgroup's record (see `pair.wgsl`).
 const RECORD_WORDS: u64 = 60;
@@ -47,65 +46,46 @@ const WG_SIZE: u64 = 256;
 /// Relative tolerance of the GPU sums (`sum_sq`, `rel_sum`, `sum_ulp`) against an exact sum.
 pub const PAIR_SUM_REL_TOL: f64 = 1e-5;
 
-/// One side of a pair: float32, or 16-bit floats read as packed words.
+/// One side of a pair as the kernel reads it: float32, or 16-bit floats read as packed words.
 #[derive(Clone, Copy, Debug)]
-pub enum PairData<'a> {
-    F32(&'a [f32]),
-    F16(&'a [f16]),
-    Bf16(&'a [bf16]),
+pub(crate) struct Side<'a> {
+    bytes: &'a [u8],
+    /// Bytes per element.
+    size: usize,
+    /// The shader's storage format: 0 f32, 1 f16, 2 bf16.
+    format: usize,
 }
 
-/// The device (NPU) side of a pair.
-pub type PairDevice<'a> = PairData<'a>;
+impl<'a> Side<'a> {
+    /// The side of `elems`; dtypes other than f32, f16 and bf16 are [`GpuError::Unsupported`].
+    pub(crate) fn new(elems: Elems<'a>) -> Result<Side<'a>, GpuError> {
+        let format = match elems {
+            Elems::F32(_) => 0,
+            Elems::F16(_) => 1,
+            Elems::BF16(_) => 2,
+            other => return Err(GpuError::Unsupported(other.dtype())),
+        };
+        Ok(Side {
+            bytes: elems.bytes(),
+            size: elems.dtype().size(),
+            format,
+        })
+    }
 
-impl PairData<'_> {
-    pub fn len(&self) -> usize {
-        match self {
-            PairData::F32(a) => a.len(),
-            PairData::F16(a) => a.len(),
-            PairData::Bf16(a) => a.len(),
-        }
+    fn len(&self) -> usize {
+        self.bytes.len() / self.size
     }
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
+
     fn elem_bytes(&self) -> u64 {
-        match self {
-            PairData::F32(_) => 4,
-            PairData::F16(_) | PairData::Bf16(_) => 2,
-        }
+        self.size as u64
     }
+
     fn format(&self) -> usize {
-        match self {
-            PairData::F32(_) => 0,
-            PairData::F16(_) => 1,
-            PairData::Bf16(_) => 2,
-        }
+        self.format
     }
-    fn bytes(&self, range: std::ops::Range<usize>) -> &[u8] {
-        match self {
-            PairData::F32(a) => bytemuck::cast_slice(&a[range]),
-            PairData::F16(a) => bytemuck::cast_slice(&a[range]),
-            PairData::Bf16(a) => bytemuck::cast_slice(&a[range]),
-        }
-    }
-}
 
-impl<'a> From<&'a [f32]> for PairData<'a> {
-    fn from(a: &'a [f32]) -> Self {
-        PairData::F32(a)
-    }
-}
-
-impl<'a> From<&'a [f16]> for PairData<'a> {
-    fn from(a: &'a [f16]) -> Self {
-        PairData::F16(a)
-    }
-}
-
-impl<'a> From<&'a [bf16]> for PairData<'a> {
-    fn from(a: &'a [bf16]) -> Self {
-        PairData::Bf16(a)
+    fn bytes(&self, range: std::ops::Range<usize>) -> &'a [u8] {
+        &self.bytes[range.start * self.size..range.end * self.size]
     }
 }
 
@@ -618,8 +598,8 @@ fn read_records(
 
 pub(crate) fn pair_partials(
     gpu: &Gpu,
-    bench: PairData<'_>,
-    device: PairData<'_>,
+    bench: Side<'_>,
+    device: Side<'_>,
     p: &PairParams,
 ) -> Result<PairPartials, GpuError> {
     let n = bench.len().min(device.len());
@@ -661,8 +641,8 @@ fn run(
     gpu: &Gpu,
     kernel: &PairKernel,
     cache: &mut Option<PairBuffers>,
-    bench: PairData<'_>,
-    device: PairData<'_>,
+    bench: Side<'_>,
+    device: Side<'_>,
     n: usize,
     p: &PairParams,
     fold: &mut Fold,
@@ -776,14 +756,14 @@ impl Gpu {
     /// Uploads a pair that fits one chunk, reduces it once (the returned partials), then times
     /// `reps` back-to-back dispatches over the resident buffers, three times, and keeps the
     /// best time per dispatch (for bandwidth measurements; the records are re-read once).
-    pub fn pair_resident_timing<'a, 'b>(
+    pub fn pair_resident_timing(
         &self,
-        bench: impl Into<PairData<'a>>,
-        device: impl Into<PairData<'b>>,
+        bench: Elems<'_>,
+        device: Elems<'_>,
         params: &PairParams,
         reps: u32,
     ) -> Result<PairTiming, GpuError> {
-        let (bench, device) = (bench.into(), device.into());
+        let (bench, device) = (Side::new(bench)?, Side::new(device)?);
         let n = bench.len().min(device.len());
         let chunk = (self.chunk_bytes / 4) as usize;
         if n == 0 || n > chunk {

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use super::stats_kernel::{self, RECORD_BYTES, WORD};
 use super::{Gpu, GpuError, allocating, read_buffer};
-use crate::{ElemType, Partials, TensorView};
+use crate::{DType, Partials, TensorView};
 
 struct Chunk {
     data: wgpu::Buffer,
@@ -25,7 +25,7 @@ struct Dispatch {
 /// A tensor uploaded by [`Gpu::upload`]: one device buffer per chunk.
 pub struct GpuTensor {
     gpu_id: u64,
-    elem: ElemType,
+    dtype: DType,
     kind: u32,
     numel: u64,
     bytes: u64,
@@ -36,7 +36,7 @@ pub struct GpuTensor {
 impl std::fmt::Debug for GpuTensor {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("GpuTensor")
-            .field("elem", &self.elem)
+            .field("dtype", &self.dtype)
             .field("numel", &self.numel)
             .field("chunks", &self.chunks.len())
             .field("workgroups", &self.dispatch.workgroups)
@@ -45,8 +45,8 @@ impl std::fmt::Debug for GpuTensor {
 }
 
 impl GpuTensor {
-    pub fn elem(&self) -> ElemType {
-        self.elem
+    pub fn dtype(&self) -> DType {
+        self.dtype
     }
 
     pub fn numel(&self) -> u64 {
@@ -67,7 +67,8 @@ impl GpuTensor {
 impl Gpu {
     /// Copies `view` to the device, in chunks of [`Gpu::chunk_bytes`].
     pub fn upload(&self, view: &TensorView) -> Result<GpuTensor, GpuError> {
-        let kind = stats_kernel::kind_of(view.elem()).ok_or(GpuError::Unsupported(view.elem()))?;
+        let kind =
+            stats_kernel::kind_of(view.dtype()).ok_or(GpuError::Unsupported(view.dtype()))?;
         let device = &self.ctx.device;
         let bytes = view.bytes();
         let chunk = self.chunk_bytes as usize;
@@ -89,7 +90,7 @@ impl Gpu {
                     }
                     data.unmap();
                     let (n_words, tail) =
-                        stats_kernel::split_words(piece.len() as u64, view.elem());
+                        stats_kernel::split_words(piece.len() as u64, view.dtype());
                     Chunk {
                         data,
                         n_words,
@@ -103,7 +104,7 @@ impl Gpu {
         let dispatch = self.dispatch_for(&chunks, workgroups)?;
         Ok(GpuTensor {
             gpu_id: self.id,
-            elem: view.elem(),
+            dtype: view.dtype(),
             kind,
             numel: view.numel() as u64,
             bytes: bytes.len() as u64,

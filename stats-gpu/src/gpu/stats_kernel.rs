@@ -19,7 +19,7 @@
 //! values of 2^32 and more are summed scaled by 2^-80, tiny values' squares are scaled by 2^174.
 //! Tests check `1e-6 · Σ|x|` for the sum and `1e-6 · sum_sq` for the sum of squares.
 
-use crate::{ElemType, Partials};
+use crate::{DType, Partials};
 
 /// Invocations per workgroup (the `@workgroup_size` of both entry points).
 pub(crate) const WG_SIZE: u32 = 256;
@@ -32,11 +32,11 @@ pub(crate) const WORD: u64 = 16;
 pub(crate) const INF_BITS: u32 = 0x7f80_0000;
 
 /// Element kind as the shader numbers it, or `None` when the GPU path does not handle it.
-pub(crate) fn kind_of(elem: ElemType) -> Option<u32> {
+pub(crate) fn kind_of(elem: DType) -> Option<u32> {
     match elem {
-        ElemType::F32 => Some(0),
-        ElemType::F16 => Some(1),
-        ElemType::BF16 => Some(2),
+        DType::F32 => Some(0),
+        DType::F16 => Some(1),
+        DType::BF16 => Some(2),
         _ => None,
     }
 }
@@ -184,7 +184,7 @@ pub(crate) fn chunk_params(n_words: u32, tail_elems: u32, out_base: u32) -> [u8;
 }
 
 /// Whole words and tail elements of `bytes` bytes of `elem`.
-pub(crate) fn split_words(bytes: u64, elem: ElemType) -> (u32, u32) {
+pub(crate) fn split_words(bytes: u64, elem: DType) -> (u32, u32) {
     let words = bytes / WORD;
     let tail = (bytes % WORD) / elem.size() as u64;
     (words as u32, tail as u32)

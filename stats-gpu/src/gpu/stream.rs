@@ -206,7 +206,7 @@ pub(crate) fn partials(
     state: &mut State,
     view: &TensorView,
 ) -> Result<Partials, GpuError> {
-    let kind = stats_kernel::kind_of(view.elem()).ok_or(GpuError::Unsupported(view.elem()))?;
+    let kind = stats_kernel::kind_of(view.dtype()).ok_or(GpuError::Unsupported(view.dtype()))?;
     let bytes = view.bytes();
     let mut result = Partials {
         count: view.numel() as u64,
@@ -230,7 +230,7 @@ pub(crate) fn partials(
         let len = piece.len() as u64;
         let padded = len.next_multiple_of(WORD);
         slot.fill(&[(0, piece)], padded)?;
-        let (n_words, tail) = stats_kernel::split_words(len, view.elem());
+        let (n_words, tail) = stats_kernel::split_words(len, view.dtype());
         let base = (in_flush * u64::from(wg)) as u32;
         queue.write_buffer(
             &ring.params,

@@ -2,7 +2,7 @@
 //! random data.
 #![allow(dead_code)]
 
-use stats_gpu::{ElemType, Partials, TensorView, reference};
+use stats_gpu::{DType, Partials, TensorView, reference};
 
 /// Relative tolerance of `sum` (against Σ|x|) and of `sum_sq`; the kernel's bound is 4.8e-7
 /// (see `stats_kernel.rs`).
@@ -11,16 +11,16 @@ pub const REL_TOL: f64 = 1e-6;
 /// Element values of a float view, widened to f64.
 pub fn values(view: &TensorView) -> Vec<f64> {
     let b = view.bytes();
-    match view.elem() {
-        ElemType::F32 => b
+    match view.dtype() {
+        DType::F32 => b
             .chunks_exact(4)
             .map(|w| f64::from(f32::from_le_bytes(w.try_into().unwrap())))
             .collect(),
-        ElemType::F16 => b
+        DType::F16 => b
             .chunks_exact(2)
             .map(|w| half::f16::from_le_bytes(w.try_into().unwrap()).to_f64())
             .collect(),
-        ElemType::BF16 => b
+        DType::BF16 => b
             .chunks_exact(2)
             .map(|w| half::bf16::from_le_bytes(w.try_into().unwrap()).to_f64())
             .collect(),
@@ -39,7 +39,7 @@ pub fn check(got: &Partials, view: &TensorView) -> Result<(), String> {
     let ctx = || {
         format!(
             "{:?} x {}:\n got  {got:?}\n want {want:?}",
-            view.elem(),
+            view.dtype(),
             view.numel()
         )
     };
@@ -97,14 +97,14 @@ impl Rng {
 }
 
 /// `n` elements of `elem` drawn as `unit() * scale`, as little-endian bytes.
-pub fn random_bytes(elem: ElemType, n: usize, scale: f64, rng: &mut Rng) -> Vec<u8> {
+pub fn random_bytes(elem: DType, n: usize, scale: f64, rng: &mut Rng) -> Vec<u8> {
     let mut out = Vec::with_capacity(n * elem.size());
     for _ in 0..n {
         let x = rng.unit() * scale;
         match elem {
-            ElemType::F32 => out.extend_from_slice(&(x as f32).to_le_bytes()),
-            ElemType::F16 => out.extend_from_slice(&half::f16::from_f64(x).to_le_bytes()),
-            ElemType::BF16 => out.extend_from_slice(&half::bf16::from_f64(x).to_le_bytes()),
+            DType::F32 => out.extend_from_slice(&(x as f32).to_le_bytes()),
+            DType::F16 => out.extend_from_slice(&half::f16::from_f64(x).to_le_bytes()),
+            DType::BF16 => out.extend_from_slice(&half::bf16::from_f64(x).to_le_bytes()),
             other => panic!("not a GPU type: {other:?}"),
         }
     }

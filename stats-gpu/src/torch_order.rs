@@ -1,11 +1,15 @@
-//! float32 `Mean` and `Norm` summed in the order of PyTorch's CPU kernels, so that a dump
-//! compares equal with one msprobe makes (msprobe records `torch.mean(t)` and `torch.norm(t)`
-//! of float32 tensors, which round after every addition; stats-gpu sums in f64 and rounds
-//! once, which is more accurate and differs in the last bits).
+//! float32 sum, `Mean` and `Norm` in the order of PyTorch's CPU kernels, so that statistics
+//! compare equal with the ones msprobe records (`torch.mean(t)` and `torch.norm(t)` of float32
+//! tensors, which round after every addition; the [`fast`](crate::fast) path sums in f64 and
+//! rounds once, which is more accurate and differs in the last bits). [`Exactness::TorchCpu`]
+//! selects this order in [`crate::statistics`]; the functions here are the kernels themselves.
+//!
+//! [`Exactness::TorchCpu`]: crate::Exactness::TorchCpu
 //!
 //! Found by experiment against torch 2.15 on x86_64 (AVX-512 machine, ATen's reduction
 //! kernels running 8-lane `Vectorized<float>` here) and checked by
-//! `capture/python_tests/test_pytorch_capture.py::test_torch_order_*`:
+//! `capture/python_tests/test_pytorch_capture.py::test_torch_order_*` (through the capture
+//! extension's `torch_order_mean_norm`):
 //!
 //! * `torch.sum` of a contiguous tensor (ATen's `cascade_sum`): the row is read as vectors of
 //!   [`VEC`] floats; groups of [`ILP`] vectors feed [`ILP`] vector accumulators through a

@@ -6,7 +6,7 @@
 //! usage: torch_order_speed [MiB ...]   (default: 1 9 64)
 use std::time::Instant;
 
-use capture::torch_order::{fused, fused_crc32, fused_portable};
+use stats_gpu::torch_order::{fused, fused_crc32, fused_portable};
 
 /// Best bytes per second of `f` over every buffer of `bufs`, out of `rounds` rounds.
 fn rate<F: FnMut(&[f32]) -> f32>(bufs: &[Vec<f32>], rounds: usize, mut f: F) -> f64 {
