@@ -2,6 +2,7 @@
 //! progress and exit codes live here; every computation lives in the library crates.
 
 mod cmd;
+mod settings;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;

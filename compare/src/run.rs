@@ -48,6 +48,9 @@ pub struct CompareOptions {
     /// Where tensor-mode metrics run (CPU, GPU, or the GPU for large pairs on a hardware
     /// adapter); the run opens the GPU on first need and closes it at the end.
     pub backend: Backend,
+    /// The stats-gpu engine whose GPU tensor-mode metrics use (the caller's adapter choice);
+    /// `None`: one with the default choice, opened on first need.
+    pub stats_engine: Option<std::sync::Arc<stats_gpu::Engine<'static>>>,
 }
 
 /// What a run produced.
@@ -317,6 +320,7 @@ pub fn run(opts: &CompareOptions, progress: &dyn Progress) -> Result<CompareOutc
             cache: Some(&journal),
             pandas: opts.pandas,
             backend: opts.backend,
+            stats_engine: opts.stats_engine.as_deref(),
         },
         progress,
     )?;

@@ -159,6 +159,9 @@ pub struct TableOptions<'a> {
     /// Where the tensor metrics run; a GPU is opened on first need and closed when the table
     /// is built.
     pub backend: Backend,
+    /// The stats-gpu engine whose GPU the metrics use (its adapter choice); `None`: one with
+    /// the default choice, made for this table.
+    pub stats_engine: Option<&'a stats_gpu::Engine<'a>>,
 }
 
 /// Builds the table for matched pairs, reporting tensor-row progress to `progress`.
@@ -179,7 +182,10 @@ pub fn build(
     let tensor_results: Vec<TensorResult> = if mode == Mode::Tensor {
         match source {
             Some(src) => {
-                let engine = Engine::new(topts.backend);
+                let engine = match topts.stats_engine {
+                    Some(stats) => Engine::with_stats_engine(topts.backend, stats),
+                    None => Engine::new(topts.backend),
+                };
                 progress.start(pairs.len());
                 pairs
                     .par_iter()

@@ -10,6 +10,9 @@
 //!   the per-call costs of partial blocks, one full block and a few blocks.
 //! - `fused_speed digest`: one line per (case, size) with every field of the result (`{:?}`
 //!   prints shortest round-trip floats, so equal text means equal bits up to NaN payloads).
+//!
+//! `FUSED_SPEED_SIMD=baseline|avx2` caps the kernel's instruction set (`Params::simd`) for
+//! `time`, to time the narrower kernels on a wide machine.
 
 #[path = "../tests/common/edges.rs"]
 mod edges;
@@ -18,7 +21,7 @@ use std::time::Instant;
 use half::f16;
 use ulp::DType;
 use ulp::elem::{Elem, Work};
-use ulp::fused::{DeviceFamily, FusedStats, Params, Scope, fused_stats};
+use ulp::fused::{DeviceFamily, FusedStats, Params, Scope, Simd, fused_stats};
 
 /// xorshift64: deterministic uniform values in [0, 1).
 struct Rng(u64);
@@ -170,6 +173,15 @@ fn median(mut v: Vec<f64>) -> f64 {
     v[v.len() / 2]
 }
 
+/// The instruction-set cap `FUSED_SPEED_SIMD` asks for (none: the widest the CPU has).
+fn simd_cap() -> Simd {
+    match std::env::var("FUSED_SPEED_SIMD").as_deref() {
+        Ok("baseline") => Simd::Baseline,
+        Ok("avx2") => Simd::Avx2,
+        _ => Simd::Avx512,
+    }
+}
+
 fn time_one<B: Elem, D: Elem, W: Work, U: Work>(
     b: &[B],
     d: &[D],
@@ -177,7 +189,9 @@ fn time_one<B: Elem, D: Elem, W: Work, U: Work>(
     scope: Scope,
     reps: usize,
 ) -> (f64, f64) {
-    let p = Params::new(fam, B::DTYPE, D::DTYPE).with_scope(scope);
+    let p = Params::new(fam, B::DTYPE, D::DTYPE)
+        .with_scope(scope)
+        .with_simd(simd_cap());
     let (mut wall, mut cpu) = (Vec::new(), Vec::new());
     for _ in 0..reps {
         let (t0, c0) = (Instant::now(), process_cpu_s());

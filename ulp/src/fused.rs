@@ -31,6 +31,10 @@ pub struct Params {
     pub clip_max: f64,
     /// Which standards' metrics the pass gathers.
     pub scope: Scope,
+    /// The widest instruction set the CPU pass may use (it uses the widest this CPU has up
+    /// to this): a cap to check the narrower kernels on a wide machine, or to avoid AVX-512
+    /// clock penalties. Every kernel gives the same bits.
+    pub simd: Simd,
 }
 
 /// What a pass gathers besides what every detail row shows (cosine, max abs error, the dual
@@ -113,12 +117,18 @@ impl Params {
                 device_dtype.finite_max()
             },
             scope: Scope::AllStandards,
+            simd: Simd::Avx512,
         }
     }
 
     /// The same thresholds for a pass that gathers `scope`.
     pub fn with_scope(self, scope: Scope) -> Self {
         Params { scope, ..self }
+    }
+
+    /// The same thresholds for a pass capped at `simd` (see [`Params::simd`]).
+    pub fn with_simd(self, simd: Simd) -> Self {
+        Params { simd, ..self }
     }
 }
 
@@ -662,17 +672,20 @@ fn chunked_avx512<B: Elem, D: Elem, W: Work, U: Work, const ALL: bool, const FUL
     chunked_block_body::<B, D, W, U, true, ALL, FULL>(bench, device, p, compact)
 }
 
-/// Instruction sets the block kernel may use.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-enum Simd {
+/// Instruction sets the CPU pass's block kernel may use, narrowest first (on other
+/// architectures than x86-64 every level runs the portable kernel).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Simd {
+    /// The portable kernel (SSE2 on x86-64).
     Baseline,
+    /// AVX2 and FMA.
     Avx2,
+    /// AVX-512 F/BW/DQ/VL.
     Avx512,
 }
 
-/// The best kernel this CPU runs, capped by `NUMPROBE_ULP_SIMD` (`avx2` or `baseline`; to check
-/// the narrower kernels on a wide machine, or to avoid AVX-512 clock penalties). Decided once.
-fn simd_level() -> Simd {
+/// The widest instruction set this CPU runs. Detected once.
+fn cpu_simd() -> Simd {
     static LEVEL: std::sync::OnceLock<Simd> = std::sync::OnceLock::new();
     *LEVEL.get_or_init(|| {
         #[allow(unused_mut)]
@@ -690,17 +703,12 @@ fn simd_level() -> Simd {
                 cpu = Simd::Avx512;
             }
         }
-        let cap = match std::env::var("NUMPROBE_ULP_SIMD").as_deref() {
-            Ok("baseline") => Simd::Baseline,
-            Ok("avx2") => Simd::Avx2,
-            _ => Simd::Avx512,
-        };
-        cpu.min(cap)
+        cpu
     })
 }
 
 /// One numpy block (exactly 8192 elements when `FULL`, else at most 8192) with the fastest
-/// kernel the CPU runs (capped by `NUMPROBE_ULP_SIMD`), compiled for the pass's scope.
+/// kernel the CPU runs (capped by [`Params::simd`]), compiled for the pass's scope.
 fn chunked_block<B: Elem, D: Elem, W: Work, U: Work, const FULL: bool>(
     bench: &[B],
     device: &[D],
@@ -720,8 +728,8 @@ fn chunked_in<B: Elem, D: Elem, W: Work, U: Work, const ALL: bool, const FULL: b
     compact: Option<&mut [W]>,
 ) -> FusedStats<W, U> {
     #[cfg(target_arch = "x86_64")]
-    match simd_level() {
-        // SAFETY: `simd_level` only reports instruction sets the CPU supports.
+    match cpu_simd().min(p.simd) {
+        // SAFETY: `cpu_simd` only reports instruction sets the CPU supports.
         Simd::Avx512 => {
             return unsafe { chunked_avx512::<B, D, W, U, ALL, FULL>(bench, device, p, compact) };
         }

@@ -18,15 +18,10 @@ use std::sync::OnceLock;
 use rayon::prelude::*;
 /// The device side of a pair (stats-gpu takes the typed slices of numprobe-tensor).
 pub use stats_gpu::Elems as PairDevice;
-use stats_gpu::gpu::{Gpu, GpuError, GpuOptions, PairParams, PairPartials};
-
-/// The Gpu of [`all_metrics_on`], opened on first use (stats-gpu keeps no process-wide one).
-fn shared_gpu() -> Result<&'static Gpu, GpuError> {
-    static GPU: OnceLock<Result<Gpu, GpuError>> = OnceLock::new();
-    GPU.get_or_init(|| Gpu::new(GpuOptions::default()))
-        .as_ref()
-        .map_err(Clone::clone)
-}
+use stats_gpu::gpu::{Gpu, GpuError, PairParams, PairPartials};
+/// Where [`all_metrics_on`] computes: stats-gpu's one switch. [`Backend::Auto`] sends pairs of
+/// at least [`AUTO_GPU_MIN_ELEMS`] elements to a hardware GPU.
+pub use stats_gpu::{Backend, Engine};
 
 use crate::elem::{Elem, Work};
 use crate::fused::{DeviceFamily, FusedStats, Params};
@@ -196,29 +191,17 @@ pub fn all_metrics_gpu(
     Ok(join(&g, family, bench, device))
 }
 
-/// Where [`all_metrics_on`] computes.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum Backend {
-    Cpu,
-    /// The GPU for every pair it handles (the CPU for the rest); no adapter is an error.
-    Gpu,
-    /// The GPU for pairs of at least [`AUTO_GPU_MIN_ELEMS`] elements it handles, when the
-    /// process-wide Gpu is a hardware adapter (a CPU adapter such as lavapipe is slower than
-    /// the CPU path it runs on); else the CPU.
-    #[default]
-    Auto,
-}
-
 /// Below this many elements the upload and dispatch cost more than the CPU pass.
 pub const AUTO_GPU_MIN_ELEMS: usize = 4 << 20;
 
-/// All metrics of a pair, as [`all_metrics_shaped`], on the GPU when `backend` and the data
-/// allow (see [`Backend`]), using a Gpu opened on first use.
+/// All metrics of a pair, as [`all_metrics_shaped`], on the GPU of `engine` when `backend`
+/// and the data allow (see [`Backend`]); the engine opens its GPU on first need.
 pub fn all_metrics_on(
     bench: Elems<'_>,
     device: Elems<'_>,
     family: DeviceFamily,
     zero_d: bool,
+    engine: &Engine<'_>,
     backend: Backend,
 ) -> Result<AllMetrics, GpuFusedError> {
     if bench.len() != device.len() {
@@ -236,19 +219,10 @@ pub fn all_metrics_on(
         }
         _ => None,
     };
-    let use_gpu = match (backend, &gpu_input) {
-        (Backend::Cpu, _) | (_, None) => None,
-        (Backend::Gpu, Some(_)) => Some(shared_gpu()?),
-        (Backend::Auto, Some((b, _))) => {
-            if b.len() >= AUTO_GPU_MIN_ELEMS {
-                shared_gpu().ok().filter(|g| {
-                    g.adapter_info().device_type != stats_gpu::gpu::wgpu::DeviceType::Cpu
-                })
-            } else {
-                None
-            }
-        }
-    };
+    let large = gpu_input
+        .as_ref()
+        .is_some_and(|(b, _)| b.len() >= AUTO_GPU_MIN_ELEMS);
+    let use_gpu = engine.select(backend, gpu_input.is_some(), large)?;
     match (use_gpu, gpu_input) {
         (Some(gpu), Some((b, d))) => all_metrics_gpu(gpu, b, d, family, 0),
         _ => Ok(all_metrics_shaped(bench, device, family, zero_d)?),

@@ -292,3 +292,33 @@ fn fused_matches_reference_across_windows() {
         }
     }
 }
+
+/// The fused statistics of one f32 pair under each instruction-set cap, as text (every field,
+/// bit-exact through `{:?}` of the floats).
+fn per_simd(fam: DeviceFamily, b: &[f32], d: &[f32]) -> Vec<String> {
+    use ulp::fused::{FusedStats, Params, Simd, fused_stats};
+    [Simd::Baseline, Simd::Avx2, Simd::Avx512]
+        .into_iter()
+        .map(|simd| {
+            let p = Params::new(fam, DType::F32, DType::F32).with_simd(simd);
+            let s: FusedStats<f32, f64> = fused_stats(b, d, &p);
+            format!("{s:?}")
+        })
+        .collect()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(48))]
+
+    /// The portable, AVX2 and AVX-512 kernels give the same bits (on a CPU without a level,
+    /// that level runs the widest one the CPU has, so the check still holds).
+    #[test]
+    fn every_simd_cap_gives_the_same_bits(fam in family(), pairs in prop::collection::vec(gen_pair(), 1..64), len in prop_oneof![1usize..300, Just(8192usize), 8193usize..20000]) {
+        let (b, d) = build(&pairs);
+        let b: Vec<f32> = (0..len).map(|i| (b[i % b.len()] * (1.0 + (i as f64) * 1e-7)) as f32).collect();
+        let d: Vec<f32> = (0..len).map(|i| (d[i % d.len()] * (1.0 + (i as f64) * 1e-7)) as f32).collect();
+        let got = per_simd(fam, &b, &d);
+        prop_assert_eq!(&got[0], &got[1], "baseline vs avx2");
+        prop_assert_eq!(&got[1], &got[2], "avx2 vs avx512");
+    }
+}

@@ -9,7 +9,7 @@ use numprobe_tensor::Elems;
 use proptest::prelude::*;
 use stats_gpu::gpu::Gpu;
 use testsupport::{few_workgroups, gpu};
-use ulp::gpu::{Backend, PairDevice, all_metrics_gpu, all_metrics_on};
+use ulp::gpu::{Backend, Engine, PairDevice, all_metrics_gpu, all_metrics_on};
 use ulp::{AllMetrics, DeviceFamily, PyVal, all_metrics};
 
 fn exact(name: &str, g: &PyVal, c: &PyVal) {
@@ -303,20 +303,30 @@ fn repeated_calls_reuse_buffers_and_agree() {
 fn backend_selection_routes_what_the_gpu_cannot_take_to_the_cpu() {
     let (bench, device) = finite_pair(300);
     let b64: Vec<f64> = bench.iter().map(|&x| f64::from(x)).collect();
+    let gpu = gpu(few_workgroups);
+    let engine = match gpu {
+        Some(g) => Engine::with_gpu(g),
+        None => Engine::new(),
+    };
     // A float64 bench (run_ut's fp32 device) always runs on the CPU, whatever the backend.
-    for backend in [Backend::Cpu, Backend::Auto, Backend::Gpu] {
+    let backends: &[Backend] = match gpu {
+        Some(_) => &[Backend::Cpu, Backend::Auto, Backend::Gpu],
+        None => &[Backend::Cpu, Backend::Auto],
+    };
+    for &backend in backends {
         let got = all_metrics_on(
             Elems::F64(&b64),
             Elems::F32(&device),
             DeviceFamily::F32,
             false,
+            &engine,
             backend,
         )
         .unwrap();
         let want = all_metrics(Elems::F64(&b64), Elems::F32(&device), DeviceFamily::F32).unwrap();
         assert_eq!(format!("{got:?}"), format!("{want:?}"));
     }
-    if gpu(few_workgroups).is_none() {
+    if gpu.is_none() {
         return;
     }
     let got = all_metrics_on(
@@ -324,6 +334,7 @@ fn backend_selection_routes_what_the_gpu_cannot_take_to_the_cpu() {
         Elems::F32(&device),
         DeviceFamily::BF16,
         false,
+        &engine,
         Backend::Gpu,
     )
     .unwrap();

@@ -95,6 +95,7 @@ pub fn run(args: Args) -> CmdResult {
         xlsx: args.xlsx,
         // Tensor metrics on the GPU only for large pairs on a hardware adapter.
         backend: Backend::Auto,
+        stats_engine: Some(std::sync::Arc::new(super::stats_engine())),
     };
     let bar = ProgressBar::new(0).with_style(
         ProgressStyle::with_template(

@@ -14,16 +14,15 @@ pub mod validate;
 pub type CmdError = Box<dyn std::error::Error + Send + Sync>;
 pub type CmdResult = Result<std::process::ExitCode, CmdError>;
 
-/// The statistics engine of a command: its GPU, opened on first use, is the adapter whose name
-/// contains `WGPU_ADAPTER_NAME` (case-insensitive) when that is set, else the best one. The
-/// one place the CLI reads that variable (wgpu itself reads `WGPU_BACKEND`).
+/// The statistics engine of a command: its GPU, opened on first use, is the adapter
+/// [`crate::settings::adapter_name`] names, else the best one.
 pub fn stats_engine() -> stats_gpu::Engine<'static> {
     #[cfg(feature = "gpu")]
     {
         use stats_gpu::gpu::{AdapterChoice, GpuOptions};
-        let adapter = match std::env::var("WGPU_ADAPTER_NAME") {
-            Ok(name) if !name.is_empty() => AdapterChoice::NameContains(name),
-            _ => AdapterChoice::Auto,
+        let adapter = match crate::settings::adapter_name() {
+            Some(name) => AdapterChoice::NameContains(name),
+            None => AdapterChoice::Auto,
         };
         stats_gpu::Engine::with_gpu_options(GpuOptions {
             adapter,

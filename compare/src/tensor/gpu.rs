@@ -16,25 +16,36 @@ pub use stats_gpu::Backend;
 /// Below this many elements per tensor the upload and dispatch cost more than the CPU pass.
 pub const AUTO_GPU_MIN_ELEMS: usize = 4 << 20;
 
-/// Where the tensor metrics of one comparison run: the [`Backend`] choice and, with feature
-/// `gpu`, the GPU it opens on first need (never for [`Backend::Cpu`]), dropped with the engine.
-/// Shared by the threads that compare rows.
+/// Where the tensor metrics of one comparison run: the [`Backend`] choice and stats-gpu's
+/// [`stats_gpu::Engine`], which opens its GPU on first need (never for [`Backend::Cpu`]) and
+/// drops it with the engine. Shared by the threads that compare rows.
 #[derive(Debug, Default)]
-pub struct Engine {
+pub struct Engine<'e> {
     backend: Backend,
-    /// The GPU, opened by the first pair that wants it; `None` when opening failed (the
-    /// failure is not retried: every later pair runs on the CPU).
-    #[cfg(feature = "gpu")]
-    gpu: std::sync::OnceLock<Option<stats_gpu::gpu::Gpu>>,
+    /// The caller's stats-gpu engine, else `own` (with the default adapter choice).
+    given: Option<&'e stats_gpu::Engine<'e>>,
+    own: stats_gpu::Engine<'static>,
 }
 
-impl Engine {
-    /// An engine for `backend`; opens nothing yet.
-    pub fn new(backend: Backend) -> Engine {
+impl Engine<'static> {
+    /// An engine for `backend` with stats-gpu's default adapter choice; opens nothing yet.
+    pub fn new(backend: Backend) -> Engine<'static> {
         Engine {
             backend,
-            #[cfg(feature = "gpu")]
-            gpu: std::sync::OnceLock::new(),
+            given: None,
+            own: stats_gpu::Engine::new(),
+        }
+    }
+}
+
+impl<'e> Engine<'e> {
+    /// An engine for `backend` on the caller's stats-gpu engine (its adapter choice, or a GPU
+    /// it already opened).
+    pub fn with_stats_engine(backend: Backend, stats: &'e stats_gpu::Engine<'e>) -> Engine<'e> {
+        Engine {
+            backend,
+            given: Some(stats),
+            own: stats_gpu::Engine::new(),
         }
     }
 
@@ -64,23 +75,16 @@ impl Engine {
         None
     }
 
-    /// The GPU a pair of `numel` elements runs on under this backend, opened on first need.
+    /// The GPU a pair of `numel` elements runs on under this backend, opened on first need. A
+    /// GPU that cannot be opened means the CPU, even for [`Backend::Gpu`]: a comparison
+    /// table is complete either way.
     #[cfg(feature = "gpu")]
     fn gpu_for(&self, numel: usize) -> Option<&stats_gpu::gpu::Gpu> {
-        use stats_gpu::gpu::{Gpu, GpuOptions, wgpu};
-        let open = || {
-            self.gpu
-                .get_or_init(|| Gpu::new(GpuOptions::default()).ok())
-                .as_ref()
-        };
-        match self.backend {
-            Backend::Cpu => None,
-            Backend::Gpu => open(),
-            Backend::Auto => (numel >= AUTO_GPU_MIN_ELEMS)
-                .then(open)
-                .flatten()
-                .filter(|g| g.adapter_info().device_type != wgpu::DeviceType::Cpu),
-        }
+        self.given
+            .unwrap_or(&self.own)
+            .select(self.backend, true, numel >= AUTO_GPU_MIN_ELEMS)
+            .ok()
+            .flatten()
     }
 }
 
