@@ -17,7 +17,11 @@ Each target directory is a cargo target dir with release builds of the binary an
         -p ulp --example fused_speed -p compare --example bigpair
 
 usage: before_after.py --before T1 --after T2 [--before-python P1 --after-python P2]
+                       [--after-stats-args "--exactness rounded"]
                        [--rounds 3] [--mib 256] [--bigpair-gb 2] [--model tiny]
+
+--after-stats-args: arguments the AFTER build's `stats` needs to compute what BEFORE computed
+(when a default changed); its own default is then timed too, in a row of its own.
 """
 import argparse
 import json
@@ -103,6 +107,8 @@ def main():
     ap.add_argument("--mib", type=int, default=256, help="size of the float32 input")
     ap.add_argument("--bigpair-gb", type=int, default=2)
     ap.add_argument("--model", default="tiny")
+    ap.add_argument("--after-stats-args", default="",
+                    help="extra `stats` arguments for AFTER to match BEFORE's computation")
     a = ap.parse_args()
     builds = {"before": a.before, "after": a.after}
     pythons = {"before": a.before_python, "after": a.after_python}
@@ -119,9 +125,13 @@ def main():
             order = ["before", "after"] if r % 2 == 0 else ["after", "before"]
             for b in order:
                 bin_ = os.path.join(builds[b], "release/numprobe")
+                extra = a.after_stats_args.split() if b == "after" else []
                 for dt, f in files.items():
                     add(f"stats CLI {dt}, {a.mib // 4} Mi elements (s)", b,
-                        best_wall([bin_, "stats", f], 3))
+                        best_wall([bin_, "stats", f, *extra], 3))
+                    if extra:
+                        add(f"stats CLI {dt}, {a.mib // 4} Mi elements, AFTER's default (s)",
+                            b, best_wall([bin_, "stats", f], 3))
                 for dt, ns in fused_ns(builds[b]).items():
                     add(f"fused metrics {dt} device (ns/elem, 1 thread)", b, ns)
                 add(f"compare bigpair {a.bigpair_gb} GB (GB/s)", b,
@@ -133,9 +143,12 @@ def main():
     print(f"{a.rounds} rounds, load average {min(load):.1f}-{max(load):.1f}; medians (min-max)")
     print("| measure | before | after | after/before |")
     print("|---|---|---|---|")
+    span = lambda v: f"{statistics.median(v):.3g} ({min(v):.3g}-{max(v):.3g})"  # noqa: E731
     for key, by in res.items():
+        if "before" not in by:
+            print(f"| {key} | — | {span(by['after'])} | — |")
+            continue
         mb, ma = statistics.median(by["before"]), statistics.median(by["after"])
-        span = lambda v: f"{statistics.median(v):.3g} ({min(v):.3g}-{max(v):.3g})"  # noqa: E731
         print(f"| {key} | {span(by['before'])} | {span(by['after'])} | {ma / mb:.3f} |")
 
 
