@@ -519,8 +519,8 @@ pub fn write_to(w: &mut impl Write, t: TensorView<'_>) -> std::io::Result<()> {
     w.write_all(&header_bytes(t.dtype(), t.shape()))?;
     let convert: Option<fn(&[u8]) -> f32> = match t.dtype() {
         DType::BF16 => Some(|b| crate::tensor::bf16_bits_to_f32(u16::from_le_bytes([b[0], b[1]]))),
-        DType::F8E4M3FN => Some(|b| crate::tensor::f8e4m3fn_to_f32(b[0])),
-        DType::F8E5M2 => Some(|b| crate::tensor::f8e5m2_to_f32(b[0])),
+        DType::F8E4M3FN => Some(|b| numprobe_tensor::float8::e4m3fn_to_f32(b[0])),
+        DType::F8E5M2 => Some(|b| numprobe_tensor::float8::e5m2_to_f32(b[0])),
         _ => None,
     };
     match convert {

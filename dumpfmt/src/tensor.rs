@@ -331,31 +331,6 @@ impl FileBytes {
     }
 }
 
-/// Converts a float8 e4m3fn byte (no infinities; S.1111.111 is NaN) to f32 with the same bit
-/// manipulation as torch (`c10::detail::fp8e4m3fn_to_fp32_value`), so NaN bits match too.
-pub(crate) fn f8e4m3fn_to_f32(b: u8) -> f32 {
-    let w = (b as u32) << 24;
-    let sign = w & 0x8000_0000;
-    let nonsign = w & 0x7fff_ffff;
-    let renorm = nonsign.leading_zeros().saturating_sub(4);
-    let inf_nan_mask = ((nonsign.wrapping_add(0x0100_0000) as i32) >> 8) as u32 & 0x7f80_0000;
-    let zero_mask = ((nonsign.wrapping_sub(1) as i32) >> 31) as u32;
-    let bits = ((((nonsign << renorm) >> 4) + ((0x78 - renorm) << 23)) | inf_nan_mask) & !zero_mask;
-    f32::from_bits(sign | bits)
-}
-
-/// Converts a float8 e5m2 byte (the top byte of an IEEE binary16) to f32 as torch does: via
-/// binary16 with a float multiply, which quiets a signalling NaN (sets the top mantissa bit) and
-/// keeps the rest of the payload.
-pub(crate) fn f8e5m2_to_f32(b: u8) -> f32 {
-    let h = (b as u16) << 8;
-    if h & 0x7c00 == 0x7c00 && h & 0x03ff != 0 {
-        let sign = (h as u32 & 0x8000) << 16;
-        return f32::from_bits(sign | 0x7fc0_0000 | ((h as u32 & 0x03ff) << 13));
-    }
-    half::f16::from_bits(h).to_f32()
-}
-
 /// bfloat16 → f32: the bf16 bits are the top half of the f32 (NaN payloads kept).
 pub(crate) fn bf16_bits_to_f32(h: u16) -> f32 {
     f32::from_bits((h as u32) << 16)
@@ -364,20 +339,6 @@ pub(crate) fn bf16_bits_to_f32(h: u16) -> f32 {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn f8_conversions_match_known_values() {
-        assert_eq!(f8e4m3fn_to_f32(0x38), 1.0);
-        assert_eq!(f8e4m3fn_to_f32(0x7e), 448.0);
-        assert_eq!(f8e4m3fn_to_f32(0x01), 2f32.powi(-9));
-        assert_eq!(f8e4m3fn_to_f32(0xb8), -1.0);
-        assert!(f8e4m3fn_to_f32(0x7f).is_nan());
-        assert!(f8e4m3fn_to_f32(0xff).is_nan());
-        assert_eq!(f8e4m3fn_to_f32(0x78), 256.0);
-        assert_eq!(f8e5m2_to_f32(0x3c), 1.0);
-        assert_eq!(f8e5m2_to_f32(0x7b), 57344.0);
-        assert!(f8e5m2_to_f32(0x7c).is_infinite());
-    }
 
     #[test]
     fn from_vec_checks_length() {

@@ -36,28 +36,12 @@ pub fn partials(view: &TensorView) -> Partials {
         DType::C128 => words::<16>(b).for_each(|w| p.push_f64(abs_c128(w))),
         DType::F8E4M3FN => b
             .iter()
-            .for_each(|&x| p.push_f64(f8e4m3fn_to_f32(x) as f64)),
-        DType::F8E5M2 => b.iter().for_each(|&x| p.push_f64(f8e5m2_to_f32(x) as f64)),
+            .for_each(|&x| p.push_f64(numprobe_tensor::float8::e4m3fn_to_f32(x) as f64)),
+        DType::F8E5M2 => b
+            .iter()
+            .for_each(|&x| p.push_f64(numprobe_tensor::float8::e5m2_to_f32(x) as f64)),
     }
     p
-}
-
-/// A float8 e4m3fn byte (no infinities; S.1111.111 is NaN) as f32, with the bit manipulation
-/// of torch (`c10::detail::fp8e4m3fn_to_fp32_value`).
-pub fn f8e4m3fn_to_f32(b: u8) -> f32 {
-    let w = (b as u32) << 24;
-    let sign = w & 0x8000_0000;
-    let nonsign = w & 0x7fff_ffff;
-    let renorm = nonsign.leading_zeros().saturating_sub(4);
-    let inf_nan_mask = ((nonsign.wrapping_add(0x0100_0000) as i32) >> 8) as u32 & 0x7f80_0000;
-    let zero_mask = ((nonsign.wrapping_sub(1) as i32) >> 31) as u32;
-    let bits = ((((nonsign << renorm) >> 4) + ((0x78 - renorm) << 23)) | inf_nan_mask) & !zero_mask;
-    f32::from_bits(sign | bits)
-}
-
-/// A float8 e5m2 byte (the top byte of an IEEE binary16) as f32.
-pub fn f8e5m2_to_f32(b: u8) -> f32 {
-    half::f16::from_bits((b as u16) << 8).to_f32()
 }
 
 /// `|re + i·im|` of one little-endian complex64, in f32 like numpy's `abs`.

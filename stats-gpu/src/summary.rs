@@ -12,7 +12,7 @@
 
 use crate::backend::{Backend, Engine};
 use crate::partials::Partials;
-use crate::{DType, TensorView, ViewError, checksum, fast, reference, torch_order};
+use crate::{DType, TensorView, ViewError, checksum, fast, torch_order};
 use pyrepr::NonFinite;
 
 /// One statistic as msprobe writes it: a JSON `null`, bool, int or float.
@@ -179,8 +179,12 @@ pub fn to_f32_bytes(view: &TensorView) -> Vec<u8> {
         DType::BF16 => each!(2, |c| half::bf16::from_le_bytes(c).to_f32()),
         DType::F32 => out.extend_from_slice(b),
         DType::F64 => each!(8, |c| f64::from_le_bytes(c) as f32),
-        DType::F8E4M3FN => b.iter().for_each(|&x| put(reference::f8e4m3fn_to_f32(x))),
-        DType::F8E5M2 => b.iter().for_each(|&x| put(reference::f8e5m2_to_f32(x))),
+        DType::F8E4M3FN => b
+            .iter()
+            .for_each(|&x| put(numprobe_tensor::float8::e4m3fn_to_f32(x))),
+        DType::F8E5M2 => b
+            .iter()
+            .for_each(|&x| put(numprobe_tensor::float8::e5m2_to_f32(x))),
         DType::Bool | DType::C64 | DType::C128 => {}
     }
     out

@@ -4,25 +4,7 @@
 use proptest::prelude::*;
 use stats_gpu::{DType, Partials, TensorView, fast, reference};
 
-const ALL: [DType; 17] = [
-    DType::Bool,
-    DType::U8,
-    DType::I8,
-    DType::I16,
-    DType::I32,
-    DType::I64,
-    DType::U16,
-    DType::U32,
-    DType::U64,
-    DType::F16,
-    DType::BF16,
-    DType::F32,
-    DType::F64,
-    DType::C64,
-    DType::C128,
-    DType::F8E4M3FN,
-    DType::F8E5M2,
-];
+const ALL: [DType; 17] = DType::ALL;
 
 /// Values that stress the kernels, besides ordinary random ones.
 const SPECIAL: [f64; 16] = [

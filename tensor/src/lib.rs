@@ -1,6 +1,7 @@
 #![doc = include_str!("../README.md")]
 
 pub mod dtype;
+pub mod float8;
 pub mod view;
 
 pub use dtype::DType;
