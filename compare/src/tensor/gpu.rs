@@ -20,6 +20,8 @@ pub const AUTO_GPU_MIN_ELEMS: usize = 4 << 20;
 /// [`stats_gpu::Engine`], which opens its GPU on first need (never for [`Backend::Cpu`]) and
 /// drops it with the engine. Shared by the threads that compare rows.
 #[derive(Debug, Default)]
+// Without feature `gpu` the engines are kept (same API) but never consulted.
+#[cfg_attr(not(feature = "gpu"), allow(dead_code))]
 pub struct Engine<'e> {
     backend: Backend,
     /// The caller's stats-gpu engine, else `own` (with the default adapter choice).
