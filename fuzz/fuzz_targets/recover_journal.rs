@@ -16,7 +16,10 @@ fuzz_target!(|data: &[u8]| {
             continue;
         };
         let consumed = replay.ignored_tail + replay.damaged_bytes;
-        assert!(consumed <= bytes.len() as u64, "more bytes skipped than read");
+        assert!(
+            consumed <= bytes.len() as u64,
+            "more bytes skipped than read"
+        );
         let mut state = DumpState::new();
         for r in &replay.records {
             // Whatever decodes re-encodes to a payload that decodes to the same record.
