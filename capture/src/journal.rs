@@ -2,17 +2,30 @@
 //! is appended as one framed record the moment it is known, so a process killed at any point
 //! leaves a file from which every completed record can be replayed.
 //!
-//! File layout: the 8-byte magic [`MAGIC`], then frames `[u32 LE payload length][u32 LE CRC-32
-//! of payload][payload]`. A payload is one kind byte followed by the record's JSON text
-//! (dumpfmt's writer, so floats round-trip exactly). Each frame goes to the OS with a single
-//! `write` call: a SIGKILL cannot lose it, only a power cut can (hence [`JournalWriter::sync`]
-//! at step ends). A torn or corrupt tail frame is where reading stops.
+//! File layout: the 8-byte magic [`MAGIC`] (`NPJRNL` + the two-digit major format version),
+//! then frames `[u32 LE payload length][u32 LE CRC-32 of payload][payload]`. A payload is one
+//! kind byte followed by the record's JSON text (dumpfmt's writer, so floats round-trip
+//! exactly). Each frame goes to the OS with a single `write` call: a SIGKILL cannot lose it,
+//! only a power cut can (hence [`JournalWriter::sync`] at step ends).
+//!
+//! Format versions: major 1 (`NPJRNL01`, journals written before versions existed) has no
+//! version frame; major 2 (same frames) starts with a version frame (kind 10, `{"major": 2,
+//! "minor": 0, "writer": …}`). A reader reads every major up to its own and refuses a newer
+//! one; record kinds it does not know (a newer minor version) are counted, not silently lost.
+//! The major went from 1 to 2 with the version frame so that an older numprobe refuses these
+//! journals ("bad magic") instead of replaying none of their records.
+//!
+//! Damage: a frame whose CRC or length is wrong is skipped and reading resynchronises on the
+//! next intact frame (first where its length field says, else by scanning); damage with no
+//! intact frame after it is a torn tail (what a killed or power-cut write leaves). [`Replay`]
+//! reports both, and how many frames could not be read.
 //!
 //! Statistics computed on a device are read back once per step, after their entries were
 //! journaled: such entries are [`Record::PendingEntry`] records whose tensor records carry a
 //! pending id, and a later [`Record::Fill`] supplies the values. Kinds 8 and 9 were added for
 //! this; journals written before them replay unchanged.
 
+use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
@@ -21,8 +34,13 @@ use dumpfmt::json::{self, Map, Value};
 
 use crate::error::{Error, Result};
 
-/// First bytes of every journal file.
-pub const MAGIC: &[u8; 8] = b"NPJRNL01";
+/// First bytes of every journal file this build writes (`NPJRNL` + major version).
+pub const MAGIC: &[u8; 8] = b"NPJRNL02";
+/// The magic's first six bytes, before the major version digits.
+const MAGIC_STEM: &[u8; 6] = b"NPJRNL";
+/// The format version this build writes; it reads every major up to [`MAJOR`].
+pub const MAJOR: u32 = 2;
+pub const MINOR: u32 = 0;
 /// File name of the journal inside a rank directory.
 pub const FILE_NAME: &str = "numprobe_journal.bin";
 /// Frames above this size are treated as corrupt (a torn length field).
@@ -98,6 +116,11 @@ const K_CHECKPOINT: u8 = 6;
 const K_STACK_REF: u8 = 7;
 const K_PENDING_ENTRY: u8 = 8;
 const K_FILL: u8 = 9;
+/// The version frame, first after the magic from major 2 on (not a [`Record`]).
+const K_VERSION: u8 = 10;
+/// Kind bytes a resynchronising scan accepts as a frame start: every kind up to here, so a
+/// newer minor version's kinds are counted rather than skipped as damage.
+const MAX_PLAUSIBLE_KIND: u8 = 63;
 
 /// A statistic value a fill may carry.
 fn is_stat_scalar(v: &Value) -> bool {
@@ -304,11 +327,23 @@ impl JournalWriter {
             .open(path)
             .map_err(|e| Error::io(path, e))?;
         file.write_all(MAGIC).map_err(|e| Error::io(path, e))?;
-        Ok(JournalWriter {
+        let mut w = JournalWriter {
             file,
             path: path.to_path_buf(),
             frame: Vec::with_capacity(4096),
-        })
+        };
+        let mut version = vec![K_VERSION];
+        json::write_python(
+            &Value::Object(
+                Map::new()
+                    .with("major", Value::Int(MAJOR.into()))
+                    .with("minor", Value::Int(MINOR.into()))
+                    .with("writer", concat!("numprobe ", env!("CARGO_PKG_VERSION"))),
+            ),
+            &mut version,
+        );
+        w.append_payload(&version)?;
+        Ok(w)
     }
 
     pub fn path(&self) -> &Path {
@@ -348,14 +383,35 @@ impl JournalWriter {
 }
 
 /// What [`read`] found in a journal.
-#[derive(Debug)]
+#[derive(Debug, Default)]
 pub struct Replay {
     pub records: Vec<Record>,
-    /// Bytes after the last good frame (a torn or corrupt tail), 0 for a clean file.
+    /// Bytes after the last intact frame (a torn or corrupt tail: what a killed write
+    /// leaves), 0 for a clean file.
     pub ignored_tail: u64,
+    /// Damaged stretches before intact frames (corruption in the middle): each is at least
+    /// one frame that could not be read.
+    pub damaged_frames: usize,
+    /// Bytes of those stretches.
+    pub damaged_bytes: u64,
+    /// Intact frames of a known kind whose payload is not a well-formed record.
+    pub malformed_records: usize,
+    /// Intact frames of kinds this build does not know, by kind byte (written by a newer
+    /// numprobe, or damage the CRC did not catch).
+    pub unknown_kinds: BTreeMap<u8, usize>,
+    /// `(major, minor)` of the version frame; `None` for a journal without one (major 1).
+    pub version: Option<(u32, u32)>,
 }
 
-/// Reads every complete, intact record; stops at the first torn or corrupt frame.
+impl Replay {
+    /// Frames whose records are missing from [`records`](Replay::records), the torn tail
+    /// not included.
+    pub fn unread_frames(&self) -> usize {
+        self.damaged_frames + self.malformed_records + self.unknown_kinds.values().sum::<usize>()
+    }
+}
+
+/// Reads every intact record; skips damaged frames (see the module documentation).
 pub fn read(path: &Path) -> Result<Replay> {
     let mut bytes = Vec::new();
     File::open(path)
@@ -364,44 +420,142 @@ pub fn read(path: &Path) -> Result<Replay> {
     parse(&bytes, path)
 }
 
+/// The payload of an intact frame at `at`, if there is one (length in range, CRC right).
+fn frame_at(bytes: &[u8], at: usize) -> Option<&[u8]> {
+    let header = bytes.get(at..at.checked_add(8)?)?;
+    let len = u32::from_le_bytes(header[..4].try_into().expect("4 bytes"));
+    let crc = u32::from_le_bytes(header[4..].try_into().expect("4 bytes"));
+    // Our payloads are a kind byte and JSON text: never shorter than 2 bytes (this also keeps
+    // a zero-filled stretch, CRC 0 of nothing, from reading as frames).
+    if !(2..=MAX_FRAME).contains(&len) {
+        return None;
+    }
+    let payload = bytes.get(at + 8..(at + 8).checked_add(len as usize)?)?;
+    (crc32fast::hash(payload) == crc).then_some(payload)
+}
+
+/// Where the next intact frame after damage at `at` starts, if any. `budget` bounds the bytes
+/// hashed while scanning, so a hostile file cannot make this quadratic.
+fn resync(bytes: &[u8], at: usize, budget: &mut u64) -> Option<usize> {
+    // A damaged payload under an intact length field: the next frame is where it says.
+    if bytes.len() - at >= 8 {
+        let len = u32::from_le_bytes(bytes[at..at + 4].try_into().expect("4 bytes")) as usize;
+        let next = at + 8 + len;
+        if len <= MAX_FRAME as usize && next + 8 <= bytes.len() {
+            let next_len =
+                u32::from_le_bytes(bytes[next..next + 4].try_into().expect("4 bytes")) as u64;
+            if next_len <= *budget {
+                *budget -= next_len;
+                if frame_at(bytes, next).is_some() {
+                    return Some(next);
+                }
+            }
+        }
+    }
+    let mut s = at + 1;
+    while s + 10 <= bytes.len() {
+        let len = u32::from_le_bytes(bytes[s..s + 4].try_into().expect("4 bytes")) as usize;
+        let kind = bytes[s + 8];
+        if (2..=bytes.len() - s - 8).contains(&len) && (1..=MAX_PLAUSIBLE_KIND).contains(&kind) {
+            if *budget < len as u64 {
+                return None;
+            }
+            *budget -= len as u64;
+            if frame_at(bytes, s).is_some() {
+                return Some(s);
+            }
+        }
+        s += 1;
+    }
+    None
+}
+
+/// The major version a magic names (`NPJRNL` + two digits).
+fn magic_major(bytes: &[u8]) -> Option<u32> {
+    let digits = bytes.get(..8)?.strip_prefix(MAGIC_STEM)?;
+    if !digits.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    Some(u32::from(digits[0] - b'0') * 10 + u32::from(digits[1] - b'0'))
+}
+
 /// [`read`] on bytes already in memory.
 pub fn parse(bytes: &[u8], path: &Path) -> Result<Replay> {
-    if bytes.len() < MAGIC.len() {
+    let err = |offset: u64, msg: String| Error::Journal {
+        path: path.to_path_buf(),
+        offset,
+        msg,
+    };
+    if bytes.len() < MAGIC.len() && MAGIC_STEM.starts_with(&bytes[..bytes.len().min(6)]) {
         // A journal killed before its magic reached the disk holds nothing.
-        if MAGIC.starts_with(bytes) {
-            return Ok(Replay {
-                records: Vec::new(),
-                ignored_tail: bytes.len() as u64,
-            });
-        }
-    }
-    if !bytes.starts_with(MAGIC) {
-        return Err(Error::Journal {
-            path: path.to_path_buf(),
-            offset: 0,
-            msg: "not a numprobe journal (bad magic)".into(),
+        return Ok(Replay {
+            ignored_tail: bytes.len() as u64,
+            ..Replay::default()
         });
     }
-    let mut at = MAGIC.len();
-    let mut records = Vec::new();
-    while bytes.len() - at >= 8 {
-        let len = u32::from_le_bytes(bytes[at..at + 4].try_into().expect("4 bytes"));
-        let crc = u32::from_le_bytes(bytes[at + 4..at + 8].try_into().expect("4 bytes"));
-        if len > MAX_FRAME || bytes.len() - at - 8 < len as usize {
-            break;
-        }
-        let payload = &bytes[at + 8..at + 8 + len as usize];
-        if crc32fast::hash(payload) != crc {
-            break;
-        }
-        let Some(rec) = Record::decode(payload) else {
-            break;
-        };
-        records.push(rec);
-        at += 8 + len as usize;
+    let major =
+        magic_major(bytes).ok_or_else(|| err(0, "not a numprobe journal (bad magic)".into()))?;
+    let too_new = |major: u32, minor: u32| {
+        err(
+            0,
+            format!(
+                "journal format {major}.{minor} is newer than this numprobe reads (up to {MAJOR}.x); \
+                 recover it with the numprobe that wrote it or a newer one"
+            ),
+        )
+    };
+    if major == 0 || major > MAJOR {
+        return Err(too_new(major, 0));
     }
-    Ok(Replay {
-        records,
-        ignored_tail: (bytes.len() - at) as u64,
-    })
+    let mut rp = Replay::default();
+    let mut at = MAGIC.len();
+    // Scanning past damage hashes candidate frames: at most this many bytes in all.
+    let mut budget = 32 * bytes.len() as u64 + (1 << 20);
+    let mut first = true;
+    while at < bytes.len() {
+        let Some(payload) = frame_at(bytes, at) else {
+            match resync(bytes, at, &mut budget) {
+                Some(next) => {
+                    rp.damaged_frames += 1;
+                    rp.damaged_bytes += (next - at) as u64;
+                    at = next;
+                    first = false;
+                    continue;
+                }
+                None => {
+                    rp.ignored_tail = (bytes.len() - at) as u64;
+                    break;
+                }
+            }
+        };
+        let kind = payload[0];
+        if kind == K_VERSION {
+            let v = json::parse(&payload[1..], path).ok();
+            let num = |k: &str| {
+                v.as_ref()
+                    .and_then(|v| v.get(k))
+                    .and_then(Value::as_i64)
+                    .and_then(|x| u32::try_from(x).ok())
+            };
+            match (num("major"), num("minor")) {
+                (Some(ma), Some(mi)) if first => {
+                    if ma > MAJOR {
+                        return Err(too_new(ma, mi));
+                    }
+                    rp.version = Some((ma, mi));
+                }
+                _ => rp.malformed_records += 1,
+            }
+        } else if kind == 0 || kind > K_FILL {
+            *rp.unknown_kinds.entry(kind).or_default() += 1;
+        } else {
+            match Record::decode(payload) {
+                Some(rec) => rp.records.push(rec),
+                None => rp.malformed_records += 1,
+            }
+        }
+        first = false;
+        at += 8 + payload.len();
+    }
+    Ok(rp)
 }

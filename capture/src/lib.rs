@@ -132,20 +132,73 @@ impl Session {
 /// What [`recover`] did for one journal.
 #[derive(Debug)]
 pub struct Recovered {
-    /// The rank directory whose JSON files were rewritten.
+    /// The rank directory whose JSON files were (or would have been) rewritten.
     pub dir: PathBuf,
     pub records: usize,
     pub entries: usize,
-    /// Bytes of a torn tail that were ignored.
+    /// Bytes of a torn tail that were ignored (what a killed write leaves: expected).
     pub ignored_tail: u64,
+    /// Damaged stretches in the middle of the journal that were skipped, each at least one
+    /// record lost, and their bytes.
+    pub damaged_frames: usize,
+    pub damaged_bytes: u64,
+    /// Intact frames whose record could not be decoded.
+    pub malformed_records: usize,
+    /// Records of kinds this build does not know, by kind byte.
+    pub unknown_kinds: std::collections::BTreeMap<u8, usize>,
+    /// The journal's format version; `None` for a journal from before versions (major 1).
+    pub version: Option<(u32, u32)>,
     /// Tensor records whose device statistics never reached the journal (written with
     /// `null` statistics).
     pub unfilled: usize,
+    /// Entries in the dump.json that was there before; `None` when there was none or it
+    /// could not be parsed.
+    pub previous_entries: Option<usize>,
+    pub outcome: RecoverOutcome,
+}
+
+impl Recovered {
+    /// Journal records that could not be read (damage in the middle, malformed or unknown
+    /// records), the torn tail not included.
+    pub fn unread_records(&self) -> usize {
+        self.damaged_frames + self.malformed_records + self.unknown_kinds.values().sum::<usize>()
+    }
+}
+
+/// What [`recover`] did with a rank directory's JSON files.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RecoverOutcome {
+    /// The files were written; the previous ones that differed were kept as
+    /// `{name}.bak-{n}` (`backup: Some(n)`).
+    Written { backup: Option<u32> },
+    /// The journal gives exactly the files already there: nothing written.
+    Unchanged,
+    /// Not written: the journal gives fewer entries than the dump.json already there, and
+    /// `force` was not given.
+    Refused { previous: usize, recovered: usize },
+}
+
+/// Options of [`recover_with`].
+#[derive(Clone, Copy, Debug, Default)]
+pub struct RecoverOptions {
+    /// Replace a dump.json even when the journal gives fewer entries (the previous files are
+    /// still kept as backups).
+    pub force: bool,
+}
+
+/// [`recover_with`] with default options (never replaces a dump with fewer entries).
+pub fn recover(dir: &Path) -> Result<Vec<Recovered>> {
+    recover_with(dir, RecoverOptions::default())
 }
 
 /// Rebuilds dump.json, stack.json and construct.json from every journal at or below `dir`
 /// (a rank directory, a step directory or a whole dump root).
-pub fn recover(dir: &Path) -> Result<Vec<Recovered>> {
+///
+/// Never leaves less than was there: a journal giving fewer entries than the existing
+/// dump.json is refused unless `opts.force`; every previous file whose contents change is
+/// kept beside it as `{name}.bak-{n}` (the lowest `n` free for all three names, so one run's
+/// backups share a number); a file that is a symbolic link or not a regular file is refused.
+pub fn recover_with(dir: &Path, opts: RecoverOptions) -> Result<Vec<Recovered>> {
     let mut journals = Vec::new();
     find_journals(dir, &mut journals)?;
     if journals.is_empty() {
@@ -164,16 +217,88 @@ pub fn recover(dir: &Path) -> Result<Vec<Recovered>> {
         }
         let rank_dir = j.parent().unwrap_or(Path::new(".")).to_path_buf();
         let unfilled = state.unfilled_records();
-        state.write_files(&rank_dir)?;
+        let entries = state.data_len();
+        let names = state.file_names();
+        for name in names {
+            dumpfmt::outfile::check_target(&rank_dir.join(name))?;
+        }
+        let previous_entries = previous_entries(&rank_dir.join("dump.json"));
+        let outcome = match previous_entries {
+            Some(previous) if previous > entries && !opts.force => RecoverOutcome::Refused {
+                previous,
+                recovered: entries,
+            },
+            _ => write_keeping_backups(&rank_dir, state.render_files())?,
+        };
         out.push(Recovered {
             dir: rank_dir,
             records: replay.records.len(),
-            entries: state.data_len(),
+            entries,
             ignored_tail: replay.ignored_tail,
+            damaged_frames: replay.damaged_frames,
+            damaged_bytes: replay.damaged_bytes,
+            malformed_records: replay.malformed_records,
+            unknown_kinds: replay.unknown_kinds,
+            version: replay.version,
             unfilled,
+            previous_entries,
+            outcome,
         });
     }
     Ok(out)
+}
+
+/// Entries in an existing dump.json's `data`; `None` when absent or not a dump.
+fn previous_entries(path: &Path) -> Option<usize> {
+    if !std::fs::symlink_metadata(path).ok()?.is_file() {
+        return None;
+    }
+    let v = dumpfmt::json::parse_file(path).ok()?;
+    match v.get("data")? {
+        dumpfmt::json::Value::Object(m) => Some(m.len()),
+        _ => None,
+    }
+}
+
+/// Writes `files` into `dir`, first keeping each existing file whose bytes differ as
+/// `{name}.bak-{n}` (a hard link when the file system allows, else a copy), then replacing it
+/// atomically: at every moment each name holds either its old or its new complete contents.
+fn write_keeping_backups(dir: &Path, files: Vec<(&str, Vec<u8>)>) -> Result<RecoverOutcome> {
+    let changed: Vec<&(&str, Vec<u8>)> = files
+        .iter()
+        .filter(|(name, bytes)| std::fs::read(dir.join(name)).ok().as_ref() != Some(bytes))
+        .collect();
+    if changed.is_empty() {
+        return Ok(RecoverOutcome::Unchanged);
+    }
+    let existing: Vec<&str> = changed
+        .iter()
+        .map(|(name, _)| *name)
+        .filter(|name| std::fs::symlink_metadata(dir.join(name)).is_ok())
+        .collect();
+    let backup = if existing.is_empty() {
+        None
+    } else {
+        let free = |n: u32| {
+            files.iter().all(|(name, _)| {
+                std::fs::symlink_metadata(dir.join(format!("{name}.bak-{n}"))).is_err()
+            })
+        };
+        let n = (1..=u32::MAX)
+            .find(|&n| free(n))
+            .expect("a free backup number");
+        for name in &existing {
+            let (from, to) = (dir.join(name), dir.join(format!("{name}.bak-{n}")));
+            if std::fs::hard_link(&from, &to).is_err() {
+                std::fs::copy(&from, &to).map_err(|e| Error::io(&to, e))?;
+            }
+        }
+        Some(n)
+    };
+    for (name, bytes) in changed {
+        dumpfmt::outfile::write(&dir.join(name), bytes)?;
+    }
+    Ok(RecoverOutcome::Written { backup })
 }
 
 fn find_journals(dir: &Path, out: &mut Vec<PathBuf>) -> Result<()> {

@@ -360,9 +360,20 @@ impl DumpState {
         Value::Object(m)
     }
 
-    /// Writes dump.json, and with `extra_info` stack.json and construct.json, into `dir`.
-    pub fn write_files(&mut self, dir: &Path) -> Result<()> {
-        let extra_info = self.meta.as_ref().is_none_or(|m| m.extra_info);
+    /// The names of the files [`render_files`](DumpState::render_files) gives, in order:
+    /// dump.json, and with `extra_info` stack.json and construct.json.
+    pub fn file_names(&self) -> &'static [&'static str] {
+        if self.meta.as_ref().is_none_or(|m| m.extra_info) {
+            &["dump.json", "stack.json", "construct.json"]
+        } else {
+            &["dump.json"]
+        }
+    }
+
+    /// The bytes of dump.json, and with `extra_info` stack.json and construct.json, in
+    /// [`file_names`](DumpState::file_names)' order.
+    pub fn render_files(&mut self) -> Vec<(&'static str, Vec<u8>)> {
+        let names = self.file_names();
         // Lend the entry bodies to the top-level object instead of cloning them: this runs at
         // every stop/step and the data holds every record of the step. An entry whose device
         // statistics never arrived is written from a copy without the pending markers (its
@@ -390,7 +401,7 @@ impl DumpState {
         let mut top = self.top_without_data();
         top.insert("data", Value::Object(data));
         let top = Value::Object(top);
-        let written = json::write_file(&dir.join("dump.json"), &top);
+        let mut out = vec![(names[0], json::to_python_bytes(&top))];
         if let Value::Object(mut m) = top
             && let Some(Value::Object(d)) = m.remove("data")
         {
@@ -403,13 +414,22 @@ impl DumpState {
                 }
             }
         }
-        written?;
-        if extra_info {
-            json::write_file(&dir.join("stack.json"), &self.stack_value())?;
-            json::write_file(
-                &dir.join("construct.json"),
-                &Value::Object(self.construct()),
-            )?;
+        if names.len() > 1 {
+            out.push((names[1], json::to_python_bytes(&self.stack_value())));
+            out.push((
+                names[2],
+                json::to_python_bytes(&Value::Object(self.construct())),
+            ));
+        }
+        out
+    }
+
+    /// Writes dump.json, and with `extra_info` stack.json and construct.json, into `dir`
+    /// (each replaced whole through a temporary file, never written through a link; not
+    /// fsynced: the journal is what survives a power cut).
+    pub fn write_files(&mut self, dir: &Path) -> Result<()> {
+        for (name, bytes) in self.render_files() {
+            dumpfmt::outfile::write_unsynced(&dir.join(name), &bytes)?;
         }
         Ok(())
     }

@@ -151,27 +151,74 @@ fn every_truncation_replays_a_prefix() {
 }
 
 #[test]
-fn corrupt_frame_stops_replay_and_bad_magic_is_an_error() {
+fn corrupt_frame_is_skipped_and_bad_magic_is_an_error() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join(journal::FILE_NAME);
     let mut w = JournalWriter::create(&path).unwrap();
-    for r in sample_records() {
-        w.append(&r).unwrap();
+    let recs = sample_records();
+    for r in &recs {
+        w.append(r).unwrap();
     }
     drop(w);
-    let mut bytes = std::fs::read(&path).unwrap();
-    // Flip a byte inside the 3rd record's payload.
-    let mut at = 8usize;
-    for _ in 0..2 {
-        let len = u32::from_le_bytes(bytes[at..at + 4].try_into().unwrap()) as usize;
-        at += 8 + len;
+    let good = std::fs::read(&path).unwrap();
+    let clean = journal::parse(&good, &path).unwrap();
+    assert_eq!(clean.version, Some((journal::MAJOR, journal::MINOR)));
+    assert_eq!(clean.records, recs);
+    // Frame starts: the version frame, then one per record.
+    let mut starts = vec![8usize];
+    while *starts.last().unwrap() < good.len() {
+        let at = *starts.last().unwrap();
+        let len = u32::from_le_bytes(good[at..at + 4].try_into().unwrap()) as usize;
+        starts.push(at + 8 + len);
     }
-    bytes[at + 10] ^= 0x55;
+    // A flipped payload byte of the 3rd record: that record alone is lost.
+    let mut bytes = good.clone();
+    bytes[starts[3] + 10] ^= 0x55;
     let rp = journal::parse(&bytes, &path).unwrap();
-    assert_eq!(rp.records.len(), 2);
-    assert!(rp.ignored_tail > 0);
+    let mut want = recs.clone();
+    want.remove(2);
+    assert_eq!(rp.records, want);
+    assert_eq!((rp.damaged_frames, rp.ignored_tail), (1, 0));
+    assert_eq!(rp.damaged_bytes as usize, starts[4] - starts[3]);
+    // A flipped length field: reading resynchronises on the next intact frame by scanning.
+    let mut bytes = good.clone();
+    bytes[starts[3] + 2] ^= 0x40;
+    let rp = journal::parse(&bytes, &path).unwrap();
+    assert_eq!(rp.records, want);
+    assert_eq!(rp.damaged_frames, 1);
+    // Damage in the last frame is a torn tail, not a lost record in the middle.
+    let mut bytes = good.clone();
+    let last = starts[starts.len() - 2];
+    bytes[last + 9] ^= 0x01;
+    let rp = journal::parse(&bytes, &path).unwrap();
+    assert_eq!(rp.records, recs[..recs.len() - 1]);
+    assert_eq!(rp.damaged_frames, 0);
+    assert_eq!(rp.ignored_tail as usize, good.len() - last);
     let err = journal::parse(b"NOTAJOURNALATALL", &path).unwrap_err();
     assert!(err.to_string().contains("bad magic"), "{err}");
+}
+
+#[test]
+fn journals_without_a_version_frame_still_replay() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join(journal::FILE_NAME);
+    // The layout of journals written before format versions: magic NPJRNL01, then frames.
+    let mut bytes = b"NPJRNL01".to_vec();
+    for r in sample_records() {
+        let p = r.encode();
+        bytes.extend_from_slice(&(p.len() as u32).to_le_bytes());
+        bytes.extend_from_slice(&crc32fast::hash(&p).to_le_bytes());
+        bytes.extend_from_slice(&p);
+    }
+    let rp = journal::parse(&bytes, &path).unwrap();
+    assert_eq!(rp.version, None);
+    assert_eq!(rp.records, sample_records());
+    bytes[6..8].copy_from_slice(b"07");
+    let err = journal::parse(&bytes, &path).unwrap_err().to_string();
+    assert!(
+        err.contains("journal format 7.0 is newer than this numprobe reads"),
+        "{err}"
+    );
 }
 
 fn read_json(p: &Path) -> Value {

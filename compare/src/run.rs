@@ -1,6 +1,8 @@
 //! Entry points: compare two parsed dumps, or two dump directories/files into an output dir.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 
 use dumpfmt::json::Value;
 
@@ -184,27 +186,61 @@ pub fn locate_dump_json(path: &Path, step: Option<u64>, rank: Option<u64>) -> Re
     }
 }
 
-/// Reads a flat YAML map (`-dm`, `-cm`, `-am` tables): `target_name: golden_name` lines.
+/// Reads a flat YAML map (`-dm`, `-cm`, `-am` tables): `target_name: golden_name` pairs, in
+/// file order, with a YAML parser (yaml-rust2). Errors name the file and line: YAML syntax,
+/// a document that is not one flat map of scalars (a list, a nested map), or an alias (`*x`,
+/// refused so that a crafted file cannot expand exponentially). `null`/`~`/an empty value is
+/// the empty name, as the table's Python reader sees `None`.
 pub fn read_data_mapping(path: &Path) -> Result<Vec<(String, String)>> {
+    use yaml_rust2::parser::{Event, Parser};
+    use yaml_rust2::scanner::TScalarStyle;
     let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
-    let unquote = |s: &str| s.trim().trim_matches(|c| c == '"' || c == '\'').to_string();
+    let err = |line: usize, msg: &str| {
+        Error::Format(format!(
+            "{}:{line}: {msg} (expected a flat YAML map `target_name: golden_name`)",
+            path.display()
+        ))
+    };
+    let mut parser = Parser::new_from_str(&text);
     let mut out = Vec::new();
-    for (n, line) in text.lines().enumerate() {
-        let l = line.split(" #").next().unwrap_or("").trim_end();
-        if l.trim().is_empty() || l.trim_start().starts_with('#') || l.trim() == "---" {
-            continue;
+    let mut key: Option<String> = None;
+    // 0: before the document's map, 1: inside it, 2: after it.
+    let mut state = 0u8;
+    loop {
+        let (ev, mark) = parser.next_token().map_err(|e| {
+            err(
+                e.marker().line(),
+                &format!(
+                    "invalid YAML: {} (column {})",
+                    e.info(),
+                    e.marker().col() + 1
+                ),
+            )
+        })?;
+        let line = mark.line();
+        match ev {
+            Event::StreamStart | Event::DocumentStart | Event::DocumentEnd | Event::Nothing => {}
+            Event::StreamEnd => break,
+            Event::MappingStart(..) if state == 0 => state = 1,
+            Event::MappingEnd if state == 1 => state = 2,
+            Event::Scalar(v, style, _, _) if state == 1 => {
+                let plain_null = style == TScalarStyle::Plain
+                    && matches!(v.as_str(), "~" | "null" | "Null" | "NULL");
+                let v = if plain_null { String::new() } else { v };
+                match key.take() {
+                    None => key = Some(v),
+                    Some(k) => out.push((k, v)),
+                }
+            }
+            // An empty document (nothing but comments) maps nothing.
+            Event::Scalar(v, ..) if state == 0 && v.is_empty() => state = 2,
+            Event::Alias(_) => return Err(err(line, "aliases are not allowed")),
+            Event::SequenceStart(..) => return Err(err(line, "a list is not a name")),
+            Event::MappingStart(..) if state == 1 => {
+                return Err(err(line, "a nested map is not a name"));
+            }
+            _ => return Err(err(line, "more than one map")),
         }
-        let Some((k, v)) = l
-            .split_once(": ")
-            .or_else(|| l.strip_suffix(':').map(|k| (k, "")))
-        else {
-            return Err(Error::Format(format!(
-                "{}:{}: expected `target_name: golden_name`",
-                path.display(),
-                n + 1
-            )));
-        };
-        out.push((unquote(k), unquote(v)));
     }
     Ok(out)
 }
@@ -271,6 +307,10 @@ pub fn utc_timestamp(secs: u64) -> String {
 /// Runs a comparison from paths and writes `compare_result_{timestamp}.csv` and `summary.md`.
 /// `progress` hears about the tensor-mode rows (drive a progress bar with it; `&()` ignores).
 pub fn run(opts: &CompareOptions, progress: &dyn Progress) -> Result<CompareOutcome> {
+    // Checked before any work: the timestamp becomes part of the output file name.
+    if let Some(ts) = &opts.timestamp {
+        dumpfmt::outfile::check_timestamp(ts).map_err(Error::Usage)?;
+    }
     let npu_path = locate_dump_json(&opts.target, opts.step, opts.rank)?;
     let bench_path = locate_dump_json(&opts.golden, opts.step, opts.rank)?;
     let npu_json = read_json(&npu_path)?;
@@ -300,16 +340,17 @@ pub fn run(opts: &CompareOptions, progress: &dyn Progress) -> Result<CompareOutc
             .transpose()?,
     };
     std::fs::create_dir_all(&opts.out_dir).map_err(|e| Error::io(&opts.out_dir, e))?;
-    let journal = Journal::open(
-        &opts.out_dir.join("compare_progress.tsv"),
-        &format!("{}\t{}", npu_path.display(), bench_path.display()),
-        opts.resume,
-    )?;
     let data_dir = |p: &Path| p.with_file_name("dump_tensor_data");
     let source = DumpDirSource {
         npu_dir: data_dir(&npu_path),
         bench_dir: data_dir(&bench_path),
     };
+    let journal = Journal::open_for_dirs(
+        &opts.out_dir.join("compare_progress.tsv"),
+        &format!("{}\t{}", npu_path.display(), bench_path.display()),
+        opts.resume,
+        (&source.npu_dir, &source.bench_dir),
+    )?;
     let cmp = compare_dumps(
         &npu_json,
         &bench_json,
@@ -333,7 +374,7 @@ pub fn run(opts: &CompareOptions, progress: &dyn Progress) -> Result<CompareOutc
         path
     } else {
         let path = opts.out_dir.join(format!("compare_result_{ts}.csv"));
-        std::fs::write(&path, to_csv(&cmp.table)).map_err(|e| Error::io(&path, e))?;
+        dumpfmt::outfile::write(&path, to_csv(&cmp.table).as_bytes())?;
         path
     };
     let summary = summarize(&cmp.table, &cmp.npu, opts.tolerance);
@@ -348,7 +389,7 @@ pub fn run(opts: &CompareOptions, progress: &dyn Progress) -> Result<CompareOutc
         &table_name,
     );
     let summary_path = opts.out_dir.join("summary.md");
-    std::fs::write(&summary_path, &summary_text).map_err(|e| Error::io(&summary_path, e))?;
+    dumpfmt::outfile::write(&summary_path, summary_text.as_bytes())?;
     Ok(CompareOutcome {
         table_path,
         summary_path,
@@ -390,9 +431,82 @@ impl TensorSource for DumpDirSource {
 
 /// Append-only journal of finished tensor rows (`compare_progress.tsv` in the output dir):
 /// a rerun with `resume` reuses them instead of reading those tensors again.
+///
+/// A row is reused only while both tensor files are what they were when it was computed
+/// (see [`file_identity`]), and only when every field reads back as written; anything else is
+/// recomputed, so a journal can make a resumed run faster but never different.
 pub struct Journal {
-    done: std::collections::HashMap<(String, String), TensorResult>,
-    file: std::sync::Mutex<std::io::BufWriter<std::fs::File>>,
+    done: HashMap<(String, String), JournalRow>,
+    /// The tensor directories (target, golden) whose files' identities key the rows; `None`
+    /// for tensors that are not files (rows keyed on the names alone).
+    dirs: Option<(PathBuf, PathBuf)>,
+    /// Identities read before a row was computed, for its `put`: a file changed while it was
+    /// being compared then fails the next resume's check instead of passing it.
+    seen: Mutex<HashMap<(String, String), (String, String)>>,
+    file: Mutex<std::io::BufWriter<std::fs::File>>,
+}
+
+struct JournalRow {
+    ids: (String, String),
+    result: TensorResult,
+}
+
+/// Bytes hashed at each end of a tensor file for its identity.
+const ID_SAMPLE: u64 = 64 * 1024;
+
+/// The identity of a tensor file: size, modification and status-change times in ns, inode,
+/// and the CRC-32 of its first and last 64 KiB; `-` when it cannot be read.
+///
+/// Why not a CRC of the whole file: a resumed run exists not to read every tensor again.
+/// The status-change time cannot be set back from user space (unlike the modification time
+/// `touch -d` restores), so any write through the file system changes the identity; the
+/// sampled CRC also catches a replaced file on a file system with coarse timestamps.
+pub fn file_identity(path: &Path) -> String {
+    use std::io::{Read, Seek, SeekFrom};
+    let id = || -> std::io::Result<String> {
+        let md = std::fs::symlink_metadata(path)?;
+        if !md.is_file() {
+            return Err(std::io::ErrorKind::InvalidInput.into());
+        }
+        let mut f = std::fs::File::open(path)?;
+        let mut crc = crc32fast::Hasher::new();
+        let mut buf = Vec::with_capacity(ID_SAMPLE as usize);
+        f.by_ref().take(ID_SAMPLE).read_to_end(&mut buf)?;
+        crc.update(&buf);
+        if md.len() > ID_SAMPLE {
+            buf.clear();
+            f.seek(SeekFrom::Start(
+                md.len().saturating_sub(ID_SAMPLE).max(ID_SAMPLE),
+            ))?;
+            f.take(ID_SAMPLE).read_to_end(&mut buf)?;
+            crc.update(&buf);
+        }
+        #[cfg(unix)]
+        let (times, ino) = {
+            use std::os::unix::fs::MetadataExt;
+            (
+                format!(
+                    "{}.{:09}:{}.{:09}",
+                    md.mtime(),
+                    md.mtime_nsec(),
+                    md.ctime(),
+                    md.ctime_nsec()
+                ),
+                md.ino(),
+            )
+        };
+        #[cfg(not(unix))]
+        let (times, ino) = (
+            md.modified()
+                .ok()
+                .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+                .map(|d| d.as_nanos().to_string())
+                .unwrap_or_default(),
+            0u64,
+        );
+        Ok(format!("{}:{times}:{ino}:{:08x}", md.len(), crc.finalize()))
+    };
+    id().unwrap_or_else(|_| "-".into())
 }
 
 fn esc(s: &str) -> String {
@@ -435,42 +549,80 @@ fn parse_cell(t: &str) -> Option<Cell> {
     }
 }
 
-impl Journal {
-    const MAGIC: &'static str = "numprobe-compare-progress v1";
+/// Fields of a journal row: the two data names, their file identities, six metric cells, the
+/// error flag and the message.
+const ROW_FIELDS: usize = 12;
 
-    /// Opens the journal; with `resume`, loads the rows of a previous run of the same pair
-    /// (`identity`), otherwise starts afresh.
+/// A journal row, if every field reads back as written.
+fn parse_row(line: &str) -> Option<((String, String), JournalRow)> {
+    let f: Vec<&str> = line.split('\t').collect();
+    if f.len() != ROW_FIELDS {
+        return None;
+    }
+    let cells: Vec<Cell> = f[4..10]
+        .iter()
+        .map(|t| parse_cell(t))
+        .collect::<Option<_>>()?;
+    let values: [Cell; 6] = cells.try_into().ok()?;
+    let error_flag = f[10].parse::<bool>().ok()?;
+    Some((
+        (unesc(f[0]), unesc(f[1])),
+        JournalRow {
+            ids: (f[2].to_string(), f[3].to_string()),
+            result: TensorResult {
+                values,
+                err_msg: unesc(f[11]),
+                error_flag,
+            },
+        },
+    ))
+}
+
+impl Journal {
+    /// v2: rows carry the tensor files' identities (v1 journals are started afresh).
+    const MAGIC: &'static str = "numprobe-compare-progress v2";
+
+    /// Opens the journal for tensors that are not files (rows keyed on the names alone);
+    /// with `resume`, loads the rows of a previous run of the same pair (`identity`),
+    /// otherwise starts afresh.
     pub fn open(path: &Path, identity: &str, resume: bool) -> Result<Journal> {
+        Self::open_inner(path, identity, resume, None)
+    }
+
+    /// [`open`](Journal::open) for tensors read from two `dump_tensor_data/` directories:
+    /// a row is reused only while both of its files keep their [`file_identity`].
+    pub fn open_for_dirs(
+        path: &Path,
+        identity: &str,
+        resume: bool,
+        (npu_dir, bench_dir): (&Path, &Path),
+    ) -> Result<Journal> {
+        Self::open_inner(
+            path,
+            identity,
+            resume,
+            Some((npu_dir.to_path_buf(), bench_dir.to_path_buf())),
+        )
+    }
+
+    fn open_inner(
+        path: &Path,
+        identity: &str,
+        resume: bool,
+        dirs: Option<(PathBuf, PathBuf)>,
+    ) -> Result<Journal> {
+        // Never appended to or truncated through a planted link (or into a FIFO).
+        dumpfmt::outfile::check_target(path)?;
         let header = format!("{}\t{}", Self::MAGIC, esc(identity));
-        let mut done = std::collections::HashMap::new();
+        let mut done = HashMap::new();
         let mut keep = false;
         if resume && let Ok(text) = std::fs::read_to_string(path) {
             let mut lines = text.lines();
             if lines.next() == Some(header.as_str()) {
                 keep = true;
-                for line in lines {
-                    // A torn last line (the run was killed mid-write) is skipped.
-                    let f: Vec<&str> = line.split('\t').collect();
-                    if f.len() != 10 {
-                        continue;
-                    }
-                    let cells: Option<Vec<Cell>> = f[2..8].iter().map(|t| parse_cell(t)).collect();
-                    let (Some(cells), Ok(flag)) = (cells, f[8].parse::<bool>()) else {
-                        continue;
-                    };
-                    let values: [Cell; 6] = match cells.try_into() {
-                        Ok(v) => v,
-                        Err(_) => continue,
-                    };
-                    done.insert(
-                        (unesc(f[0]), unesc(f[1])),
-                        TensorResult {
-                            values,
-                            err_msg: unesc(f[9]),
-                            error_flag: flag,
-                        },
-                    );
-                }
+                // A torn last line (the run was killed mid-write) or any row that does not
+                // read back is skipped: its tensors are compared again.
+                done.extend(lines.filter_map(parse_row));
             }
         }
         let file = if keep {
@@ -499,7 +651,9 @@ impl Journal {
         }
         Ok(Journal {
             done,
-            file: std::sync::Mutex::new(w),
+            dirs,
+            seen: Mutex::new(HashMap::new()),
+            file: Mutex::new(w),
         })
     }
 
@@ -507,20 +661,54 @@ impl Journal {
     pub fn resumed_rows(&self) -> usize {
         self.done.len()
     }
+
+    /// The identities of the two tensor files of a row (`""` without directories).
+    fn identities(&self, n: &str, b: &str) -> (String, String) {
+        match &self.dirs {
+            None => (String::new(), String::new()),
+            Some((nd, bd)) => {
+                let id =
+                    |dir: &Path, name: &str| match dumpfmt::layout::resolve_data_name(dir, name) {
+                        Ok(p) => file_identity(&p),
+                        Err(_) => "-".into(),
+                    };
+                (id(nd, n), id(bd, b))
+            }
+        }
+    }
 }
 
 impl RowCache for Journal {
     fn get(&self, n: &str, b: &str) -> Option<TensorResult> {
-        self.done.get(&(n.to_string(), b.to_string())).cloned()
+        let ids = self.identities(n, b);
+        let row = self.done.get(&(n.to_string(), b.to_string()));
+        let hit = row
+            .filter(|r| r.ids == ids && !ids.0.starts_with('-') && !ids.1.starts_with('-'))
+            .map(|r| r.result.clone());
+        if hit.is_none()
+            && let Ok(mut seen) = self.seen.lock()
+        {
+            seen.insert((n.to_string(), b.to_string()), ids);
+        }
+        hit
     }
 
     fn put(&self, n: &str, b: &str, r: &TensorResult) {
         use std::io::Write;
+        let key = (n.to_string(), b.to_string());
+        let ids = self
+            .seen
+            .lock()
+            .ok()
+            .and_then(|mut s| s.remove(&key))
+            .unwrap_or_else(|| self.identities(n, b));
         let cells: Vec<String> = r.values.iter().map(cell_text).collect();
         let line = format!(
-            "{}\t{}\t{}\t{}\t{}\n",
+            "{}\t{}\t{}\t{}\t{}\t{}\t{}\n",
             esc(n),
             esc(b),
+            ids.0,
+            ids.1,
             cells.join("\t"),
             r.error_flag,
             esc(&r.err_msg)

@@ -43,7 +43,7 @@ pub fn write_xlsx_sliced(t: &Table, path: &Path, max_rows: usize) -> Result<()> 
         let ws = wb.add_worksheet_with_constant_memory().map_err(err)?;
         ws.set_name(&name).map_err(err)?;
         for (c, h) in t.header.iter().enumerate() {
-            ws.write_string_with_format(0, col(c)?, h, &header_fmt)
+            ws.write_string_with_format(0, col(c)?, pyrepr::formula_safe(h).as_ref(), &header_fmt)
                 .map_err(err)?;
         }
         for (r, row) in t.rows[range].iter().enumerate() {
@@ -52,7 +52,11 @@ pub fn write_xlsx_sliced(t: &Table, path: &Path, max_rows: usize) -> Result<()> 
             }
         }
     }
-    wb.save(path).map_err(err)
+    // Through dumpfmt's output writer: a failed save (a full disk) leaves the previous file,
+    // never a 0-byte or half-zipped workbook under the final name; links are refused.
+    let mut out = dumpfmt::outfile::AtomicFile::create(path)?;
+    wb.save_to_writer(out.file()).map_err(err)?;
+    Ok(out.commit()?)
 }
 
 fn col(c: usize) -> Result<u16> {
@@ -82,8 +86,10 @@ fn write_cell(
             ws.write_boolean(r, c, *b)?;
         }
         Cell::Str(_) | Cell::List(_) => {
+            // Text from the dump (API names, dtypes, stacks): a formula cell gets a leading
+            // `'`, as in the CSV.
             let text = cell.py_str();
-            ws.write_string(r, c, clip(&text))?;
+            ws.write_string(r, c, clip(&pyrepr::formula_safe(&text)))?;
         }
     }
     Ok(())

@@ -17,7 +17,6 @@
 use std::borrow::Cow;
 use std::collections::HashMap;
 use std::fmt;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
@@ -943,12 +942,15 @@ pub fn to_python_bytes(value: &Value) -> Vec<u8> {
     out
 }
 
-/// Writes `value` to `path` in msprobe's format (whole-file rewrite, like msprobe).
+/// Writes `value` to `path` in msprobe's format (whole-file rewrite, like msprobe), through
+/// [`crate::outfile`]: never through a link, never half-written, fsynced.
 pub fn write_file(path: &Path, value: &Value) -> Result<()> {
-    let bytes = to_python_bytes(value);
-    let mut f = std::fs::File::create(path).map_err(|e| Error::io(path, e))?;
-    f.write_all(&bytes).map_err(|e| Error::io(path, e))?;
-    f.flush().map_err(|e| Error::io(path, e))
+    crate::outfile::write(path, &to_python_bytes(value))
+}
+
+/// [`write_file`] without the fsyncs ([`crate::outfile::write_unsynced`]).
+pub fn write_file_unsynced(path: &Path, value: &Value) -> Result<()> {
+    crate::outfile::write_unsynced(path, &to_python_bytes(value))
 }
 
 fn newline_indent(out: &mut Vec<u8>, level: usize) {

@@ -8,6 +8,7 @@ pub mod json;
 pub mod layout;
 pub mod names;
 pub mod npy;
+pub mod outfile;
 pub mod pickle;
 pub mod pt;
 pub mod stack;

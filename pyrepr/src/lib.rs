@@ -249,8 +249,91 @@ pub fn shape_tuple(shape: &[usize]) -> String {
     out
 }
 
+/// `float(text)` as Python parses it: surrounding whitespace, a sign, `inf`/`infinity`/`nan`
+/// in any case, `_` between digits. (Python also reads non-ASCII decimal digits; those are
+/// not numbers here.)
+pub fn python_float(text: &str) -> Option<f64> {
+    let t = text.trim();
+    let (neg, unsigned) = match t.as_bytes().first() {
+        Some(b'-') => (true, &t[1..]),
+        Some(b'+') => (false, &t[1..]),
+        _ => (false, t),
+    };
+    let special =
+        if unsigned.eq_ignore_ascii_case("inf") || unsigned.eq_ignore_ascii_case("infinity") {
+            Some(f64::INFINITY)
+        } else if unsigned.eq_ignore_ascii_case("nan") {
+            Some(f64::NAN)
+        } else {
+            None
+        };
+    if let Some(x) = special {
+        return Some(if neg { -x } else { x });
+    }
+    let b = unsigned.as_bytes();
+    if b.is_empty()
+        || !b
+            .iter()
+            .all(|c| c.is_ascii_digit() || matches!(c, b'.' | b'e' | b'E' | b'+' | b'-' | b'_'))
+    {
+        return None;
+    }
+    // `_` only between two digits (`1_000`), as Python's grammar has it.
+    for (i, &c) in b.iter().enumerate() {
+        if c == b'_'
+            && !(i > 0 && b[i - 1].is_ascii_digit() && b.get(i + 1).is_some_and(u8::is_ascii_digit))
+        {
+            return None;
+        }
+    }
+    let x: f64 = unsigned.replace('_', "").parse().ok()?;
+    Some(if neg { -x } else { x })
+}
+
+/// The first characters of a spreadsheet formula in msprobe's CSV blacklist
+/// (`FileCheckConst.CSV_BLACK_LIST`): `+ - = % @` and their full-width forms.
+fn formula_lead(c: char) -> bool {
+    matches!(
+        c,
+        '+' | '-'
+            | '='
+            | '%'
+            | '@'
+            | '\u{ff0b}'
+            | '\u{ff0d}'
+            | '\u{ff1d}'
+            | '\u{ff05}'
+            | '\u{ff20}'
+    )
+}
+
+/// Whether a cell would be read as a formula by a spreadsheet: msprobe's rule — not a number
+/// (Python's `float()` fails) and it starts with a formula character or holds `;` followed by
+/// one.
+pub fn is_formula_cell(text: &str) -> bool {
+    let starts = text.chars().next().is_some_and(formula_lead);
+    let after_semicolon = || {
+        text.split(';')
+            .skip(1)
+            .any(|rest| rest.chars().next().is_some_and(formula_lead))
+    };
+    (starts || after_semicolon()) && python_float(text).is_none()
+}
+
+/// A cell as numprobe writes it to a CSV or xlsx: a formula cell ([`is_formula_cell`]) gets
+/// a leading `'`, which spreadsheets show as text and never evaluate; every other cell,
+/// numbers like `-0.5`, `-inf` and `1e-05` included, is unchanged.
+pub fn formula_safe(text: &str) -> std::borrow::Cow<'_, str> {
+    if is_formula_cell(text) {
+        std::borrow::Cow::Owned(format!("'{text}"))
+    } else {
+        std::borrow::Cow::Borrowed(text)
+    }
+}
+
 /// One CSV record as Python's `csv.writer` writes it (excel dialect, `QUOTE_MINIMAL`), ended by
 /// `line_end`: `"\r\n"` for `csv.writer`'s default, `"\n"` for pandas' `to_csv` on Linux.
+/// Formula cells get a leading `'` ([`formula_safe`]): every CSV numprobe writes passes here.
 pub fn csv_record<I>(fields: I, line_end: &str) -> String
 where
     I: IntoIterator,
@@ -277,7 +360,7 @@ where
             out.push(',');
         }
         count += 1;
-        let field = field.as_ref();
+        let field = formula_safe(field.as_ref());
         if field.contains(|c: char| c == ',' || c == '"' || line_end.contains(c)) {
             out.push('"');
             for (i, part) in field.split('"').enumerate() {
@@ -288,7 +371,7 @@ where
             }
             out.push('"');
         } else {
-            out.push_str(field);
+            out.push_str(&field);
         }
     }
     if count == 1 && out.len() == start {
@@ -300,6 +383,51 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn formula_cells_get_a_quote_and_numbers_do_not() {
+        for num in [
+            "-0.5",
+            "-inf",
+            " -inf",
+            "1e-05",
+            "+1",
+            "-1_000.5",
+            "-NaN",
+            "-Infinity",
+            "-3",
+        ] {
+            assert!(python_float(num).is_some(), "{num}");
+            assert_eq!(formula_safe(num), num);
+        }
+        for (cell, want) in [
+            ("=HYPERLINK(\"x\")", "'=HYPERLINK(\"x\")"),
+            ("+cmd", "'+cmd"),
+            ("-1+1", "'-1+1"),
+            ("@SUM(A1)", "'@SUM(A1)"),
+            ("%x", "'%x"),
+            ("\u{ff1d}1+1", "'\u{ff1d}1+1"),
+            ("Torch.abs;=1+1", "'Torch.abs;=1+1"),
+            ("a;\u{ff20}b", "'a;\u{ff20}b"),
+            ("-_1", "'-_1"),
+        ] {
+            assert_eq!(formula_safe(cell), want, "{cell}");
+        }
+        for plain in [
+            "Torch.abs.0.forward",
+            "a; =b",
+            "N/A",
+            "unsupported",
+            "",
+            "a-b=c",
+        ] {
+            assert_eq!(formula_safe(plain), plain);
+        }
+        assert_eq!(
+            csv_record(["=1+1", "-0.5", "a,-b"], "\n"),
+            "'=1+1,-0.5,\"a,-b\"\n"
+        );
+    }
 
     #[test]
     fn repr_layouts() {

@@ -7,7 +7,7 @@
 
 use crate::pyfmt::{CSV_LINE_END, PyVal};
 use crate::routing::{Routing, Standard, standard_for};
-use pyrepr::{csv_record, write_csv_record};
+use pyrepr::{csv_record, python_float, write_csv_record};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
@@ -29,6 +29,15 @@ pub enum PrecisionCompareError {
     },
     #[error("{path}: the CSV has no header row")]
     Empty { path: PathBuf },
+    /// Not a readable CSV (an unterminated quote, a record of the wrong length).
+    #[error("{path}: {error}")]
+    Csv { path: PathBuf, error: CsvError },
+    /// The timestamp would not make a plain file name.
+    #[error("{0}")]
+    Timestamp(String),
+    /// An output file could not be written (a link or special file at its name, a full disk).
+    #[error(transparent)]
+    Output(#[from] dumpfmt::Error),
 }
 
 /// A cell after pandas' column typing, as the verdict code sees it.
@@ -75,14 +84,37 @@ impl Cell {
     }
 }
 
-/// Splits CSV text into records (RFC 4180 quoting, `\n` or `\r\n` line ends, BOM dropped).
-pub fn parse_csv(text: &str) -> Vec<Vec<String>> {
+/// Why a CSV could not be read, with the 1-based line it concerns.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum CsvError {
+    #[error("line {line}: a quoted field opened here is never closed")]
+    UnterminatedQuote { line: usize },
+    #[error("line {line}: {got} fields where the header has {expected}")]
+    FieldCount {
+        line: usize,
+        expected: usize,
+        got: usize,
+    },
+    #[error("the CSV has no header row")]
+    Empty,
+}
+
+/// One CSV record and the line it starts on (1-based).
+pub type CsvRecord = (usize, Vec<String>);
+
+/// Splits CSV text into records (RFC 4180 quoting, `\n` or `\r\n` line ends, BOM dropped,
+/// blank lines skipped as pandas does). A quote that is never closed is an error naming the
+/// line it opened on, never a field swallowing the rest of the file.
+pub fn parse_csv(text: &str) -> Result<Vec<CsvRecord>, CsvError> {
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     let mut rows = Vec::new();
     let mut row = Vec::new();
     let mut field = String::new();
     let mut in_quotes = false;
     let mut field_started = false;
+    let mut line = 1usize;
+    let mut row_line = 1usize;
+    let mut quote_line = 1usize;
     let mut chars = text.chars().peekable();
     while let Some(c) = chars.next() {
         if in_quotes {
@@ -94,16 +126,26 @@ pub fn parse_csv(text: &str) -> Vec<Vec<String>> {
                     in_quotes = false;
                 }
             } else {
+                if c == '\n' {
+                    line += 1;
+                }
                 field.push(c);
             }
             continue;
         }
         match c {
             '"' => {
+                if !field_started && row.is_empty() {
+                    row_line = line;
+                }
                 in_quotes = true;
+                quote_line = line;
                 field_started = true;
             }
             ',' => {
+                if !field_started && row.is_empty() {
+                    row_line = line;
+                }
                 row.push(std::mem::take(&mut field));
                 field_started = true;
             }
@@ -113,21 +155,28 @@ pub fn parse_csv(text: &str) -> Vec<Vec<String>> {
                 }
                 if field_started || !field.is_empty() || !row.is_empty() {
                     row.push(std::mem::take(&mut field));
-                    rows.push(std::mem::take(&mut row));
+                    rows.push((row_line, std::mem::take(&mut row)));
                 }
                 field_started = false;
+                line += 1;
             }
             _ => {
+                if !field_started && row.is_empty() {
+                    row_line = line;
+                }
                 field.push(c);
                 field_started = true;
             }
         }
     }
+    if in_quotes {
+        return Err(CsvError::UnterminatedQuote { line: quote_line });
+    }
     if field_started || !field.is_empty() || !row.is_empty() {
         row.push(field);
-        rows.push(row);
+        rows.push((row_line, row));
     }
-    rows
+    Ok(rows)
 }
 
 const PANDAS_NA: &[&str] = &[
@@ -165,33 +214,6 @@ fn pandas_float(s: &str) -> Option<f64> {
     t.parse().ok()
 }
 
-/// `float(text)` as Python parses it (surrounding whitespace, nan/inf spellings).
-fn python_float(s: &str) -> Option<f64> {
-    let t = s.trim();
-    let lower = t.to_ascii_lowercase();
-    let unsigned = lower.strip_prefix(['+', '-']).unwrap_or(&lower);
-    let neg = lower.starts_with('-');
-    match unsigned {
-        "inf" | "infinity" => {
-            return Some(if neg {
-                f64::NEG_INFINITY
-            } else {
-                f64::INFINITY
-            });
-        }
-        "nan" => return Some(f64::NAN),
-        _ => {}
-    }
-    if unsigned.is_empty()
-        || !unsigned
-            .bytes()
-            .all(|b| b.is_ascii_digit() || matches!(b, b'.' | b'e' | b'+' | b'-' | b'_'))
-    {
-        return None;
-    }
-    t.replace('_', "").parse().ok()
-}
-
 /// A CSV read as pandas would type it.
 #[derive(Clone, Debug)]
 pub struct Frame {
@@ -200,17 +222,26 @@ pub struct Frame {
 }
 
 impl Frame {
-    /// Types each column as `pd.read_csv` does with default options.
-    pub fn from_text(text: &str) -> Option<Frame> {
-        let mut records = parse_csv(text).into_iter();
-        let columns = records.next()?;
+    /// Types each column as `pd.read_csv` does with default options. Strict where pandas is
+    /// lenient: a record whose field count differs from the header's is an error (pandas pads
+    /// a short one with NaN), so a broken file is never read as rows of garbage.
+    pub fn from_text(text: &str) -> Result<Frame, CsvError> {
+        let mut records = parse_csv(text)?.into_iter();
+        let (_, columns) = records.next().ok_or(CsvError::Empty)?;
         let width = columns.len();
         let raw: Vec<Vec<String>> = records
-            .map(|mut r| {
-                r.resize(width, String::new());
-                r
+            .map(|(line, r)| {
+                if r.len() == width {
+                    Ok(r)
+                } else {
+                    Err(CsvError::FieldCount {
+                        line,
+                        expected: width,
+                        got: r.len(),
+                    })
+                }
             })
-            .collect();
+            .collect::<Result<_, _>>()?;
         let mut typed: Vec<Vec<Cell>> = vec![Vec::with_capacity(width); raw.len()];
         for col in 0..width {
             let cells: Vec<&str> = raw.iter().map(|r| r[col].as_str()).collect();
@@ -237,7 +268,7 @@ impl Frame {
                 typed[r].push(cell);
             }
         }
-        Some(Frame {
+        Ok(Frame {
             columns,
             rows: typed,
         })
@@ -890,14 +921,42 @@ pub struct CompareTexts {
     pub aborted: Option<String>,
 }
 
+/// Why [`compare_texts`] could not read one of its inputs.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum TextError {
+    /// Not a readable CSV.
+    #[error("{which}: {error}")]
+    Csv {
+        which: &'static str,
+        error: CsvError,
+    },
+    /// msprobe's required columns are missing (comma-separated).
+    #[error("the following columns {columns} are missing in {which}")]
+    MissingColumns {
+        which: &'static str,
+        columns: String,
+    },
+}
+
+impl TextError {
+    /// `"npu_csv"` or `"gpu_csv"`: the input concerned.
+    pub fn which(&self) -> &'static str {
+        match self {
+            TextError::Csv { which, .. } | TextError::MissingColumns { which, .. } => which,
+        }
+    }
+}
+
 /// Runs api_precision_compare on two detail-CSV texts.
 pub fn compare_texts(
     npu_text: &str,
     gpu_text: &str,
     routing: Routing,
-) -> Result<CompareTexts, (String, &'static str)> {
-    let npu = Frame::from_text(npu_text).ok_or((String::new(), "npu_csv"))?;
-    let gpu = Frame::from_text(gpu_text).ok_or((String::new(), "gpu_csv"))?;
+) -> Result<CompareTexts, TextError> {
+    let frame =
+        |text: &str, which| Frame::from_text(text).map_err(|error| TextError::Csv { which, error });
+    let npu = frame(npu_text, "npu_csv")?;
+    let gpu = frame(gpu_text, "gpu_csv")?;
     for (frame, which) in [(&npu, "npu_csv"), (&gpu, "gpu_csv")] {
         let missing: Vec<&str> = REQUIRED
             .iter()
@@ -905,7 +964,10 @@ pub fn compare_texts(
             .filter(|c| !frame.columns.iter().any(|h| h == c))
             .collect();
         if !missing.is_empty() {
-            return Err((missing.join(","), which));
+            return Err(TextError::MissingColumns {
+                which,
+                columns: missing.join(","),
+            });
         }
     }
     let mut result = csv_record(&RESULT_HEADER, CSV_LINE_END);
@@ -1117,18 +1179,28 @@ pub fn run_with(
             path: p.to_path_buf(),
         })
     };
+    // Checked before any work: the timestamp becomes part of the output file names.
+    dumpfmt::outfile::check_timestamp(timestamp).map_err(PrecisionCompareError::Timestamp)?;
     let npu_text = read(npu_csv)?;
     let gpu_text = read(gpu_csv)?;
-    let texts = compare_texts(&npu_text, &gpu_text, routing).map_err(|(columns, which)| {
-        let path = if which == "npu_csv" { npu_csv } else { gpu_csv }.to_path_buf();
-        if columns.is_empty() {
-            PrecisionCompareError::Empty { path }
+    let texts = compare_texts(&npu_text, &gpu_text, routing).map_err(|e| {
+        let path = if e.which() == "npu_csv" {
+            npu_csv
         } else {
-            PrecisionCompareError::MissingColumns {
+            gpu_csv
+        }
+        .to_path_buf();
+        match e {
+            TextError::Csv {
+                error: CsvError::Empty,
+                ..
+            } => PrecisionCompareError::Empty { path },
+            TextError::Csv { error, .. } => PrecisionCompareError::Csv { path, error },
+            TextError::MissingColumns { which, columns } => PrecisionCompareError::MissingColumns {
                 path,
                 columns,
                 which,
-            }
+            },
         }
     })?;
     std::fs::create_dir_all(out_dir).map_err(|source| PrecisionCompareError::Io {
@@ -1143,10 +1215,8 @@ pub fn run_with(
     ] {
         let mut bytes = "\u{feff}".as_bytes().to_vec();
         bytes.extend_from_slice(text.as_bytes());
-        std::fs::write(path, bytes).map_err(|source| PrecisionCompareError::Io {
-            path: path.clone(),
-            source,
-        })?;
+        // Never through a link, never half-written (dumpfmt's output writer).
+        dumpfmt::outfile::write(path, &bytes)?;
     }
     Ok(Outputs {
         result_csv,

@@ -141,11 +141,14 @@ fn missing_columns_are_an_error() {
         "API Name,DEVICE Dtype\nTorch.a.0.forward.output.0,torch.float16\n",
     )
     .unwrap();
-    let err = run(&npu, &npu, dir.path(), "t").unwrap_err();
+    let err = run(&npu, &npu, dir.path(), "20240101000000").unwrap_err();
     assert!(err.to_string().contains("小值域错误占比"), "{err}");
     assert!(
         !dir.path()
-            .join("api_precision_compare_result_t.csv")
+            .join("api_precision_compare_result_20240101000000.csv")
             .exists()
     );
+    // A timestamp that is not 14 digits never becomes part of a file name.
+    let err = run(&npu, &npu, dir.path(), "../x").unwrap_err();
+    assert!(err.to_string().contains("14 digits"), "{err}");
 }

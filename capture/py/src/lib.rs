@@ -658,10 +658,25 @@ fn torch_order_mean_norm(
 }
 
 /// Rebuilds the JSON files below `dir` from journals; returns (rank dir, entries, ignored
-/// bytes, tensor records whose device statistics never arrived).
+/// bytes, tensor records whose device statistics never arrived). Raises OSError when a
+/// journal would replace a dump.json with fewer entries (`numprobe recover --force` does).
 #[pyfunction]
 fn recover(dir: PathBuf) -> PyResult<Vec<(String, usize, u64, usize)>> {
     let r = capture::recover(&dir).map_err(os_err)?;
+    for x in &r {
+        if let capture::RecoverOutcome::Refused {
+            previous,
+            recovered,
+        } = x.outcome
+        {
+            return Err(PyOSError::new_err(format!(
+                "{}: the journal gives {recovered} entries, dump.json holds {previous}: not \
+                 replaced ({} entries would be lost)",
+                x.dir.display(),
+                previous - recovered
+            )));
+        }
+    }
     Ok(r.into_iter()
         .map(|x| {
             (

@@ -52,7 +52,7 @@ pub struct Args {
     /// Which pandas msprobe ran with; its text-to-number parsing changes statistics diffs.
     #[arg(long, value_parser = ["2", "3"], default_value = "2")]
     pub pandas: String,
-    /// Timestamp in the output file name (default: now, local time, YYYYMMDDHHMMSS).
+    /// Timestamp in the output file name: 14 digits, YYYYMMDDHHMMSS (default: now, local time).
     #[arg(long)]
     pub timestamp: Option<String>,
 }

@@ -2,7 +2,7 @@
 //! debug.json and write it back exactly as msprobe's `json.dump(indent=1)` would. On files msprobe
 //! wrote, the output is byte-identical to the input; unknown keys and key order are kept.
 
-use super::{CmdResult, write_atomically};
+use super::CmdResult;
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -22,7 +22,8 @@ pub fn run(args: Args) -> CmdResult {
     let bytes = dumpfmt::json::to_python_bytes(&value);
     match args.output {
         Some(out) => {
-            write_atomically(&out, &bytes).map_err(|e| format!("{}: {e}", out.display()))?
+            // Never through a link, never half-written (the error names the file).
+            dumpfmt::outfile::write(&out, &bytes)?
         }
         None => {
             let mut stdout = std::io::stdout().lock();

@@ -32,18 +32,3 @@ pub fn stats_engine() -> stats_gpu::Engine<'static> {
     #[cfg(not(feature = "gpu"))]
     stats_gpu::Engine::new()
 }
-
-/// Writes `bytes` to `path` through a temporary file in the same directory, so an interrupted or
-/// failed write never leaves a half-written file where a good one stood.
-pub fn write_atomically(path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
-    use std::io::Write;
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d,
-        _ => std::path::Path::new("."),
-    };
-    let mut tmp = tempfile::NamedTempFile::new_in(dir)?;
-    tmp.write_all(bytes)?;
-    tmp.as_file().sync_all()?;
-    tmp.persist(path).map_err(|e| e.error)?;
-    Ok(())
-}

@@ -16,13 +16,13 @@ pub struct Args {
     /// Output directory (created if missing).
     #[arg(long)]
     pub out: PathBuf,
-    /// Timestamp in the output file names (default: now, local time, YYYYMMDDHHMMSS).
+    /// Timestamp in the output file names: 14 digits, YYYYMMDDHHMMSS (default: now, local time).
     #[arg(long)]
     pub timestamp: Option<String>,
 }
 
 pub fn run(args: Args) -> CmdResult {
-    std::fs::create_dir_all(&args.out).map_err(|e| format!("{}: {e}", args.out.display()))?;
+    // ulp checks the timestamp and the inputs, then creates the output directory.
     let ts = args.timestamp.unwrap_or_else(compare::run::timestamp_now);
     let out = ulp::precision_compare::run(&args.npu, &args.gpu, &args.out, &ts)?;
     println!("result:  {}", out.result_csv.display());

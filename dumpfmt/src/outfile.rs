@@ -1,0 +1,255 @@
+//! Safe output files: the one writer every numprobe output goes through (dump.json and its
+//! siblings from `recover`, compare's CSV/xlsx/summary.md, precision-compare's CSVs, `fmt -o`).
+//!
+//! * A target that exists and is not a regular file — a symbolic link, a directory, a FIFO, a
+//!   device — is refused with [`Error::Io`] naming it: a dump received from someone else may
+//!   have planted `dump.json -> ~/.bashrc`, and writing "through" it would overwrite that file.
+//! * The bytes go to a temporary file in the target's directory (same file system, so the
+//!   rename is atomic), are flushed (and fsynced unless asked not to), then renamed over the
+//!   target: a kill, a full disk or a failed write leaves the previous file as it was, never a
+//!   half-written one under the final name.
+//!
+//! The new file gets the mode `File::create` would give it (0666 less the umask), not the
+//! 0600 of a bare temporary file, so shared outputs stay readable as before.
+
+use std::fs::File;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use crate::error::{Error, Result};
+
+/// Why a target cannot be written, or `None` when it is absent or a regular file.
+fn refusal(path: &Path) -> Option<String> {
+    let md = std::fs::symlink_metadata(path).ok()?;
+    let ft = md.file_type();
+    if ft.is_file() {
+        return None;
+    }
+    Some(if ft.is_symlink() {
+        match std::fs::read_link(path) {
+            Ok(t) => format!(
+                "is a symbolic link (to {}); numprobe does not write through links",
+                t.display()
+            ),
+            Err(_) => "is a symbolic link; numprobe does not write through links".into(),
+        }
+    } else if ft.is_dir() {
+        "is a directory, not a file numprobe can replace".into()
+    } else {
+        "is not a regular file (a FIFO, socket or device); numprobe does not write to it".into()
+    })
+}
+
+fn refused(path: &Path, why: String) -> Error {
+    Error::io(
+        path,
+        std::io::Error::new(std::io::ErrorKind::AlreadyExists, why),
+    )
+}
+
+/// Checks that `path` may be written: absent or a regular file ([`Error::Io`] naming it
+/// otherwise).
+pub fn check_target(path: &Path) -> Result<()> {
+    match refusal(path) {
+        Some(why) => Err(refused(path, why)),
+        None => Ok(()),
+    }
+}
+
+/// An output file being written: a temporary file beside the target until [`commit`]
+/// renames it into place. Dropped without commit, it removes itself and leaves the target
+/// untouched.
+///
+/// [`commit`]: AtomicFile::commit
+pub struct AtomicFile {
+    tmp: tempfile::NamedTempFile,
+    target: PathBuf,
+}
+
+impl AtomicFile {
+    /// Starts writing `path` (refused when it is a link or not a regular file).
+    pub fn create(path: &Path) -> Result<AtomicFile> {
+        check_target(path)?;
+        let dir = match path.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d,
+            _ => Path::new("."),
+        };
+        let name = path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let prefix = format!(".{name}.");
+        let mut b = tempfile::Builder::new();
+        b.prefix(&prefix).suffix(".numprobe-tmp");
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            // open(2) applies the umask to this, as File::create does to its 0666.
+            b.permissions(std::fs::Permissions::from_mode(0o666));
+        }
+        let tmp = b.tempfile_in(dir).map_err(|e| Error::io(path, e))?;
+        Ok(AtomicFile {
+            tmp,
+            target: path.to_path_buf(),
+        })
+    }
+
+    /// The file to write into (`Write + Seek`, for writers that need to seek, like a zip).
+    pub fn file(&mut self) -> &mut File {
+        self.tmp.as_file_mut()
+    }
+
+    pub fn target(&self) -> &Path {
+        &self.target
+    }
+
+    /// fsyncs the data, then renames it over the target and fsyncs the directory.
+    pub fn commit(self) -> Result<()> {
+        self.finish(true)
+    }
+
+    /// [`commit`](AtomicFile::commit) without the fsyncs: still never half-written under the
+    /// final name after a kill, but a power cut may lose the new contents (the capture's
+    /// per-step JSON files, whose journal is what survives a power cut).
+    pub fn commit_unsynced(self) -> Result<()> {
+        self.finish(false)
+    }
+
+    fn finish(mut self, sync: bool) -> Result<()> {
+        let target = self.target;
+        self.tmp
+            .as_file_mut()
+            .flush()
+            .map_err(|e| Error::io(&target, e))?;
+        if sync {
+            self.tmp
+                .as_file()
+                .sync_all()
+                .map_err(|e| Error::io(&target, e))?;
+        }
+        // Checked again: a link planted while the file was being written is refused too
+        // (rename would replace the link itself, not write through it, but the user asked
+        // for a file there and a link there means something is wrong).
+        check_target(&target)?;
+        self.tmp
+            .persist(&target)
+            .map_err(|e| Error::io(&target, e.error))?;
+        if sync
+            && let Some(dir) = target.parent()
+            && !dir.as_os_str().is_empty()
+        {
+            // The rename itself reaches the disk with the directory (best effort: some file
+            // systems refuse to open a directory for fsync).
+            if let Ok(d) = File::open(dir) {
+                let _ = d.sync_all();
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Writes `bytes` to `path` safely (see the module documentation), fsynced.
+pub fn write(path: &Path, bytes: &[u8]) -> Result<()> {
+    let mut f = AtomicFile::create(path)?;
+    f.file().write_all(bytes).map_err(|e| Error::io(path, e))?;
+    f.commit()
+}
+
+/// [`write`] without the fsyncs (see [`AtomicFile::commit_unsynced`]).
+pub fn write_unsynced(path: &Path, bytes: &[u8]) -> Result<()> {
+    let mut f = AtomicFile::create(path)?;
+    f.file().write_all(bytes).map_err(|e| Error::io(path, e))?;
+    f.commit_unsynced()
+}
+
+/// Checks a timestamp that becomes part of output file names: exactly 14 ASCII digits
+/// (`YYYYMMDDHHMMSS`, as msprobe names its files), so it can never hold a path separator
+/// or `..` and write outside the output directory.
+pub fn check_timestamp(ts: &str) -> std::result::Result<(), String> {
+    if ts.len() == 14 && ts.bytes().all(|b| b.is_ascii_digit()) {
+        Ok(())
+    } else {
+        Err(format!(
+            "timestamp {ts:?} is not 14 digits (YYYYMMDDHHMMSS); it becomes part of the output file names"
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn replaces_a_file_and_keeps_no_temporary() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("out.csv");
+        std::fs::write(&p, "old").unwrap();
+        write(&p, b"new").unwrap();
+        assert_eq!(std::fs::read(&p).unwrap(), b"new");
+        assert_eq!(std::fs::read_dir(d.path()).unwrap().count(), 1);
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn refuses_links_dirs_and_fifos_naming_the_path() {
+        let d = tempfile::tempdir().unwrap();
+        let victim = d.path().join("victim");
+        std::fs::write(&victim, "precious").unwrap();
+        let link = d.path().join("dump.json");
+        std::os::unix::fs::symlink(&victim, &link).unwrap();
+        let e = write(&link, b"x").unwrap_err().to_string();
+        assert!(
+            e.contains("dump.json") && e.contains("symbolic link"),
+            "{e}"
+        );
+        assert_eq!(std::fs::read(&victim).unwrap(), b"precious");
+        assert!(std::fs::symlink_metadata(&link).unwrap().is_symlink());
+        let sub = d.path().join("sub");
+        std::fs::create_dir(&sub).unwrap();
+        assert!(
+            write(&sub, b"x")
+                .unwrap_err()
+                .to_string()
+                .contains("directory")
+        );
+        let fifo = d.path().join("fifo");
+        let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+        // SAFETY: a valid NUL-terminated path.
+        assert_eq!(unsafe { libc_mkfifo(c.as_ptr(), 0o600) }, 0);
+        assert!(write(&fifo, b"x").unwrap_err().to_string().contains("FIFO"));
+    }
+
+    #[cfg(target_os = "linux")]
+    unsafe extern "C" {
+        #[link_name = "mkfifo"]
+        fn libc_mkfifo(path: *const std::ffi::c_char, mode: u32) -> i32;
+    }
+
+    #[test]
+    fn a_dropped_file_leaves_the_target_untouched() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("t.xlsx");
+        std::fs::write(&p, "old").unwrap();
+        {
+            let mut f = AtomicFile::create(&p).unwrap();
+            f.file().write_all(b"half").unwrap();
+            // Dropped: the write "failed" half-way.
+        }
+        assert_eq!(std::fs::read(&p).unwrap(), b"old");
+        assert_eq!(std::fs::read_dir(d.path()).unwrap().count(), 1);
+    }
+
+    #[test]
+    fn timestamps_are_fourteen_digits() {
+        assert!(check_timestamp("20261201193000").is_ok());
+        for bad in [
+            "/../../x",
+            "2026120119300",
+            "202612011930001",
+            "2026120119300x",
+            "",
+        ] {
+            assert!(check_timestamp(bad).is_err(), "{bad}");
+        }
+    }
+}
