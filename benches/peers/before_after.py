@@ -17,7 +17,7 @@ Each target directory is a cargo target dir with release builds of the binary an
         -p ulp --example fused_speed -p compare --example bigpair
 
 usage: before_after.py --before T1 --after T2 [--before-python P1 --after-python P2]
-                       [--after-stats-args "--exactness rounded"]
+                       [--after-stats-args "--exactness rounded"] [--measures stats,capture]
                        [--rounds 3] [--mib 256] [--bigpair-gb 2] [--model tiny]
 
 --after-stats-args: arguments the AFTER build's `stats` needs to compute what BEFORE computed
@@ -107,9 +107,12 @@ def main():
     ap.add_argument("--mib", type=int, default=256, help="size of the float32 input")
     ap.add_argument("--bigpair-gb", type=int, default=2)
     ap.add_argument("--model", default="tiny")
+    ap.add_argument("--measures", default="stats,fused,bigpair,capture",
+                    help="which measures to take (comma-separated subset)")
     ap.add_argument("--after-stats-args", default="",
                     help="extra `stats` arguments for AFTER to match BEFORE's computation")
     a = ap.parse_args()
+    measures = set(a.measures.split(","))
     builds = {"before": a.before, "after": a.after}
     pythons = {"before": a.before_python, "after": a.after_python}
     res = {}
@@ -119,24 +122,25 @@ def main():
 
     load = []
     with tempfile.TemporaryDirectory() as tmp:
-        files = stats_inputs(tmp, a.mib)
+        files = stats_inputs(tmp, a.mib) if "stats" in measures else {}
         for r in range(a.rounds):
             # Alternate which build goes first, so neither always runs on a warmer cache.
             order = ["before", "after"] if r % 2 == 0 else ["after", "before"]
             for b in order:
                 bin_ = os.path.join(builds[b], "release/numprobe")
                 extra = a.after_stats_args.split() if b == "after" else []
-                for dt, f in files.items():
+                for dt, f in files.items() if "stats" in measures else []:
                     add(f"stats CLI {dt}, {a.mib // 4} Mi elements (s)", b,
                         best_wall([bin_, "stats", f, *extra], 3))
                     if extra:
                         add(f"stats CLI {dt}, {a.mib // 4} Mi elements, AFTER's default (s)",
                             b, best_wall([bin_, "stats", f], 3))
-                for dt, ns in fused_ns(builds[b]).items():
+                for dt, ns in fused_ns(builds[b]).items() if "fused" in measures else []:
                     add(f"fused metrics {dt} device (ns/elem, 1 thread)", b, ns)
-                add(f"compare bigpair {a.bigpair_gb} GB (GB/s)", b,
-                    bigpair_gbs(builds[b], a.bigpair_gb, tmp))
-                if pythons[b]:
+                if "bigpair" in measures:
+                    add(f"compare bigpair {a.bigpair_gb} GB (GB/s)", b,
+                        bigpair_gbs(builds[b], a.bigpair_gb, tmp))
+                if pythons[b] and "capture" in measures:
                     x, _ = capture_x(pythons[b], a.model)
                     add(f"capture L1 {a.model} model (slowdown, paired)", b, x)
                 load.append(os.getloadavg()[0])
