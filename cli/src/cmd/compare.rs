@@ -110,5 +110,11 @@ pub fn run(args: Args) -> CmdResult {
     println!();
     println!("result table: {}", outcome.table_path.display());
     println!("summary:      {}", outcome.summary_path.display());
-    Ok(ExitCode::SUCCESS)
+    // The exit-code contract: 1 when the comparison ran and found problems (error rows,
+    // unreadable tensors among them).
+    Ok(if outcome.summary.row_levels[2] > 0 {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
 }
