@@ -162,7 +162,9 @@ impl TensorResult {
             NoMetrics::NpuNoData => "NPU does not have data file.".to_string(),
             NoMetrics::BenchNoData => "Bench does not have data file.".to_string(),
             NoMetrics::Unmatched => "Bench api/module unmatched.".to_string(),
-            NoMetrics::ReadFailed => format!("{READ_FAILED_PREFIX}{detail}"),
+            NoMetrics::ReadFailed => {
+                format!("{READ_FAILED_PREFIX}{detail} not found or read failed.")
+            }
         };
         TensorResult::filled("unsupported", &msg, true)
     }
@@ -170,10 +172,9 @@ impl TensorResult {
     /// A row whose tensor file `data_name` could not be read (`why` names the file and the
     /// problem): msprobe's message, then numprobe's reason.
     pub fn read_failed(data_name: &str, why: &str) -> TensorResult {
-        TensorResult::no_metrics(
-            NoMetrics::ReadFailed,
-            &format!("{data_name} not found or read failed. {why}"),
-        )
+        let mut r = TensorResult::no_metrics(NoMetrics::ReadFailed, data_name);
+        r.err_msg = format!("{} {why}", r.err_msg);
+        r
     }
 
     /// Whether this row's tensors could not be read. Decided from the message, which is what
