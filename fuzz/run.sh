@@ -7,7 +7,7 @@ secs="${1:-30}"
 command -v cargo-fuzz >/dev/null || cargo install --locked cargo-fuzz@0.13.2
 export RUSTC_BOOTSTRAP=1
 export CARGO_TARGET_DIR="${NUMPROBE_FUZZ_TARGET:-/var/cache/numprobe/fuzz-target}"
-for t in dump_json npy pt recover_journal; do
+for t in dump_json npy pt recover_journal compare_dumps; do
   mkdir -p "corpus/$t"
   # Seed from the real msprobe files in the repository's test data.
   seeds=../testdata/fixtures
@@ -19,6 +19,8 @@ for t in dump_json npy pt recover_journal; do
       # No journals in the test data: libFuzzer starts from nothing (and the target also
       # reads each input after today's magic).
       recover_journal) files=() ;;
+      # One dump.json per seed: with no NUL byte in the input, the target is compared with itself.
+      compare_dumps) mapfile -t files < <(find "$seeds" -name 'dump.json' -size -64k) ;;
     esac
     for f in "${files[@]:0:200}"; do cp "$f" "corpus/$t/$(echo "$f" | md5sum | cut -c1-16)"; done
   fi

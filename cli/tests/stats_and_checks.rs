@@ -164,9 +164,17 @@ fn acc_check_rows_match_msprobe() {
             "--device-dtype",
             dtype,
         ]);
-        assert!(o.status.success(), "{}: {}", case["id"], stderr(&o));
         let got = stdout(&o);
         let (g, w) = (csv_cells(got.trim_end_matches('\n')), csv_cells(want));
+        // Exit 1 exactly when msprobe's verdict (the Status cell) is `error`.
+        let want_code = if w.iter().any(|c| c == "error") { 1 } else { 0 };
+        assert_eq!(
+            o.status.code(),
+            Some(want_code),
+            "{}: {}",
+            case["id"],
+            stderr(&o)
+        );
         assert_eq!(g.len(), w.len(), "{}: {got}", case["id"]);
         for (i, (a, b)) in g.iter().zip(&w).enumerate() {
             if a == b {
@@ -250,7 +258,8 @@ fn compare_the_shipped_sample_pair() {
         Path::new("--out"),
         out.path(),
     ]);
-    assert!(o.status.success(), "{}", stderr(&o));
+    // The pair has error rows: the comparison ran and found problems.
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
     let text = stdout(&o);
     assert!(text.contains("## First divergence"), "{text}");
     assert!(text.contains("Functional.softmax.1.backward"), "{text}");
@@ -261,6 +270,22 @@ fn compare_the_shipped_sample_pair() {
         .collect();
     assert_eq!(csv.len(), 1, "{csv:?}");
     assert!(out.path().join("summary.md").exists());
+
+    // As the README runs it: `--exit-zero` reports the same findings with exit 0.
+    let again = tempfile::tempdir().unwrap();
+    let z = numprobe([
+        Path::new("compare"),
+        &s.join("target"),
+        &s.join("golden"),
+        Path::new("--out"),
+        again.path(),
+        Path::new("--exit-zero"),
+    ]);
+    assert_eq!(z.status.code(), Some(0), "{}", stderr(&z));
+    assert_eq!(
+        stdout(&z).replace(&again.path().display().to_string(), "OUT"),
+        text.replace(&out.path().display().to_string(), "OUT")
+    );
 }
 
 #[test]
@@ -277,7 +302,7 @@ fn compare_writes_xlsx_when_asked() {
         Path::new("--timestamp"),
         Path::new("20261130120000"),
     ]);
-    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
     let xlsx = out.path().join("compare_result_20261130120000.xlsx");
     assert!(
         stdout(&o).contains(&xlsx.display().to_string()),

@@ -51,6 +51,9 @@ pub struct Summary {
     pub propagators: Vec<String>,
     /// Keys of later calls that are producers themselves (independent differences).
     pub other_producers: Vec<String>,
+    /// Tensor mode: rows whose tensor files could not be read (row name, message); each is an
+    /// `error` row, and none of them counts as agreement.
+    pub unreadable: Vec<(String, String)>,
 }
 
 fn col(t: &Table, name: &str) -> Option<usize> {
@@ -281,10 +284,18 @@ pub fn summarize(t: &Table, npu: &Dump, tol: f64) -> Summary {
             });
         }
     }
+    let unreadable = t
+        .metric_messages
+        .iter()
+        .enumerate()
+        .filter(|(_, m)| crate::tensor::is_read_failure_message(m))
+        .map(|(r, m)| (t.rows[r][0].py_str(), m.clone()))
+        .collect();
     Summary {
         mode: t.mode,
         rows: t.rows.len(),
         unmatched_rows,
+        unreadable,
         row_levels,
         api_levels,
         producer,
@@ -317,8 +328,18 @@ impl Summary {
             "\n{} rows, {} without a golden match.\n\n",
             self.rows, self.unmatched_rows
         ));
+        if let Some((name, msg)) = self.unreadable.first() {
+            s.push_str(&format!(
+                "{} rows could not be compared: their tensor files could not be read (Result error). First: `{name}`: {msg}\n\n",
+                self.unreadable.len()
+            ));
+        }
         s.push_str("## First divergence\n\n");
         match &self.producer {
+            None if !self.unreadable.is_empty() => s.push_str(&format!(
+                "None among the rows that could be compared; {} rows could not be read.\n",
+                self.unreadable.len()
+            )),
             None => s.push_str("None: every matched API agrees with the golden run.\n"),
             Some(p) => {
                 s.push_str(&format!(

@@ -29,7 +29,7 @@ pub struct RowVerdict {
 }
 
 impl RowVerdict {
-    fn raise(&mut self, level: Level, msg: &str) {
+    pub(crate) fn raise(&mut self, level: Level, msg: &str) {
         if level > self.level {
             self.level = level;
         }

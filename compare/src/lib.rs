@@ -38,7 +38,7 @@ pub mod tensor;
 pub mod xlsx;
 
 pub use error::{Error, Result};
-pub use run::{CompareOptions, CompareOutcome, compare_dumps, run};
+pub use run::{CompareOptions, CompareOutcome, compare_dumps, compare_named, run};
 
 /// The README's example, compiled and run by `cargo test`.
 #[cfg(doctest)]

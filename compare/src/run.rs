@@ -75,7 +75,8 @@ pub struct Compared {
     pub table: Table,
 }
 
-/// Compares two parsed dump.json values. `stack` is the target's stack.json, if any.
+/// Compares two parsed dump.json values. `stack` is the target's stack.json, if any. Errors
+/// name the sides "target dump.json" and "golden dump.json" ([`compare_named`] takes names).
 pub fn compare_dumps(
     npu_json: &Value,
     bench_json: &Value,
@@ -84,6 +85,28 @@ pub fn compare_dumps(
     topts: &TableOptions,
     progress: &dyn Progress,
 ) -> Result<Compared> {
+    compare_named(
+        (npu_json, "target dump.json"),
+        (bench_json, "golden dump.json"),
+        stack,
+        opts,
+        topts,
+        progress,
+    )
+}
+
+/// [`compare_dumps`] with a name for each side (e.g. `target /path/dump.json`) that errors
+/// about that side's dump.json start with.
+pub fn compare_named(
+    (npu_json, npu_name): (&Value, &str),
+    (bench_json, bench_name): (&Value, &str),
+    stack: Option<&Value>,
+    opts: &MatchOptions,
+    topts: &TableOptions,
+    progress: &dyn Progress,
+) -> Result<Compared> {
+    check_dump_json(npu_json, npu_name)?;
+    check_dump_json(bench_json, bench_name)?;
     let npu = Dump::from_json(npu_json, stack)?;
     let bench = Dump::from_json(bench_json, None)?;
     let mode = npu.mode(npu_json)?;
@@ -103,9 +126,103 @@ pub fn compare_dumps(
     })
 }
 
+/// The structure compare relies on, checked before any row is built so that a malformed dump
+/// fails (naming the side and the JSON path) rather than comparing to an empty table: a top-level
+/// object with a string `task` and an object `data`, and every tensor record (one with a
+/// `data_name` or a tensor type) carrying `dtype` and `shape`.
+pub fn check_dump_json(v: &Value, name: &str) -> Result<()> {
+    let bad = |path: &str, msg: String| Err(Error::Format(format!("{name}: {path}: {msg}")));
+    let Some(top) = v.as_object() else {
+        return bad(
+            "$",
+            format!("top level is not an object (found {})", v.kind_name()),
+        );
+    };
+    match top.get("task") {
+        Some(Value::Str(_)) => {}
+        Some(o) => {
+            return bad(
+                "$.task",
+                format!("expected a string, found {}", o.kind_name()),
+            );
+        }
+        None => {
+            return bad(
+                "$.task",
+                "missing (compare needs task \"tensor\" or \"statistics\")".into(),
+            );
+        }
+    }
+    let data = match top.get("data") {
+        Some(Value::Object(m)) => m,
+        Some(o) => {
+            return bad(
+                "$.data",
+                format!("expected an object, found {}", o.kind_name()),
+            );
+        }
+        None => return bad("$.data", "missing".into()),
+    };
+    fn walk(v: &Value, path: &str, depth: usize) -> std::result::Result<(), (String, String)> {
+        // Deeper records are not read by the row model either.
+        if depth > 200 {
+            return Ok(());
+        }
+        match v {
+            Value::Array(a) => {
+                for (i, x) in a.iter().enumerate() {
+                    walk(x, &dumpfmt::dump::path_index(path, i), depth + 1)?;
+                }
+            }
+            Value::Object(m) => {
+                if dumpfmt::dump::is_tensor_record(m) {
+                    for key in ["dtype", "shape"] {
+                        if !m.contains_key(key) {
+                            return Err((
+                                path.to_string(),
+                                format!("tensor record without {key:?}"),
+                            ));
+                        }
+                    }
+                    return Ok(());
+                }
+                for (k, x) in m.iter() {
+                    walk(
+                        x,
+                        &dumpfmt::dump::path_key(path, &k.to_string_lossy()),
+                        depth + 1,
+                    )?;
+                }
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+    for (k, x) in data.iter() {
+        let entry = dumpfmt::dump::entry_path(&k.to_string_lossy());
+        if let Err((path, msg)) = walk(x, &entry, 1) {
+            return bad(&path, msg);
+        }
+    }
+    Ok(())
+}
+
+/// Whether `p` is a regular file (links followed); a FIFO, device or socket there is an error
+/// naming it, so that it is neither opened nor reported as "missing".
+fn is_regular(p: &Path) -> Result<bool> {
+    match std::fs::metadata(p) {
+        Ok(m) if m.is_file() => Ok(true),
+        Ok(m) if !m.is_dir() => Err(Error::Dump(dumpfmt::Error::NotRegularFile {
+            file: p.to_path_buf(),
+            kind: dumpfmt::fsio::kind_of(&m.file_type()),
+        })),
+        _ => Ok(false),
+    }
+}
+
 /// Finds dump.json under a path: the file itself, a rank dir, a step dir or a dump root.
 pub fn locate_dump_json(path: &Path, step: Option<u64>, rank: Option<u64>) -> Result<PathBuf> {
-    if path.is_file() {
+    if is_regular(path)? {
         return Ok(path.to_path_buf());
     }
     if !path.is_dir() {
@@ -114,7 +231,7 @@ pub fn locate_dump_json(path: &Path, step: Option<u64>, rank: Option<u64>) -> Re
             path.display()
         )));
     }
-    if path.join("dump.json").is_file() {
+    if is_regular(&path.join("dump.json"))? {
         return Ok(path.join("dump.json"));
     }
     let subdirs = |p: &Path, prefixes: &[&str]| -> Result<Vec<(Option<u64>, PathBuf)>> {
@@ -170,13 +287,13 @@ pub fn locate_dump_json(path: &Path, step: Option<u64>, rank: Option<u64>) -> Re
     } else {
         pick(steps, step, "step", path)?
     };
-    if step_dir.join("dump.json").is_file() {
+    if is_regular(&step_dir.join("dump.json"))? {
         return Ok(step_dir.join("dump.json"));
     }
     let ranks = subdirs(&step_dir, &["rank", "proc"])?;
     let rank_dir = pick(ranks, rank, "rank", &step_dir)?;
     let f = rank_dir.join("dump.json");
-    if f.is_file() {
+    if is_regular(&f)? {
         Ok(f)
     } else {
         Err(Error::Usage(format!(
@@ -351,9 +468,13 @@ pub fn run(opts: &CompareOptions, progress: &dyn Progress) -> Result<CompareOutc
         opts.resume,
         (&source.npu_dir, &source.bench_dir),
     )?;
-    let cmp = compare_dumps(
-        &npu_json,
-        &bench_json,
+    let (npu_name, bench_name) = (
+        format!("target {}", npu_path.display()),
+        format!("golden {}", bench_path.display()),
+    );
+    let cmp = compare_named(
+        (&npu_json, &npu_name),
+        (&bench_json, &bench_name),
         stack.as_ref(),
         &mopts,
         &TableOptions {

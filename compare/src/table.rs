@@ -4,7 +4,7 @@
 use rayon::prelude::*;
 
 use crate::cell::{Cell, render_column};
-use crate::judge::{Columns, RowVerdict, judge_group};
+use crate::judge::{Columns, Level, RowVerdict, judge_group};
 use crate::matching::Pair;
 use crate::model::{Dump, Leaf, Mode};
 use crate::stats_diff::{PandasCompat, column_is_int, stat_diff};
@@ -133,11 +133,11 @@ pub fn tensor_row(
     }
     let n = match source.load(true, &npu.data_name) {
         Ok(t) => t,
-        Err(e) => return TensorResult::no_metrics(NoMetrics::ReadFailed, &e),
+        Err(e) => return TensorResult::read_failed(&npu.data_name, &format!("target: {e}")),
     };
     let b = match source.load(false, &bench.data_name) {
         Ok(t) => t,
-        Err(e) => return TensorResult::no_metrics(NoMetrics::ReadFailed, &e),
+        Err(e) => return TensorResult::read_failed(&bench.data_name, &format!("golden: {e}")),
     };
     fn operand(t: &dumpfmt::tensor::Tensor) -> Operand<'_> {
         Operand {
@@ -210,7 +210,18 @@ pub fn build(
             }
             None => pairs
                 .iter()
-                .map(|_| TensorResult::no_metrics(NoMetrics::ReadFailed, "no tensor source"))
+                .map(|p| match (leaf_n(p), leaf_b(p)) {
+                    (n, _) if n.data_name == "-1" => {
+                        TensorResult::no_metrics(NoMetrics::NpuNoData, "")
+                    }
+                    (_, None) => TensorResult::no_metrics(NoMetrics::Unmatched, ""),
+                    (_, Some(b)) if b.data_name == "-1" => {
+                        TensorResult::no_metrics(NoMetrics::BenchNoData, "")
+                    }
+                    (n, Some(_)) => {
+                        TensorResult::read_failed(&n.data_name, "(no tensor source given)")
+                    }
+                })
                 .collect(),
         }
     } else {
@@ -359,6 +370,15 @@ pub fn judge(t: &mut Table) {
         .into_iter()
         .map(|v| v.expect("every row judged"))
         .collect();
+    // A tensor that could not be read is never agreement: msprobe's rules above see only
+    // `unsupported` cells and would pass the row.
+    if t.mode == Mode::Tensor {
+        for (v, msg) in t.verdicts.iter_mut().zip(&t.metric_messages) {
+            if crate::tensor::is_read_failure_message(msg) {
+                v.raise(Level::Error, msg);
+            }
+        }
+    }
     for (row, v) in t.rows.iter_mut().zip(&t.verdicts) {
         row[ri] = Cell::s(v.level.as_str());
         row[ei] = Cell::Str(v.err_message());

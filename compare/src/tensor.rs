@@ -162,11 +162,38 @@ impl TensorResult {
             NoMetrics::NpuNoData => "NPU does not have data file.".to_string(),
             NoMetrics::BenchNoData => "Bench does not have data file.".to_string(),
             NoMetrics::Unmatched => "Bench api/module unmatched.".to_string(),
-            NoMetrics::ReadFailed => format!("Dump file: {detail} not found or read failed."),
+            NoMetrics::ReadFailed => {
+                format!("{READ_FAILED_PREFIX}{detail} not found or read failed.")
+            }
         };
         TensorResult::filled("unsupported", &msg, true)
     }
+
+    /// A row whose tensor file `data_name` could not be read (`why` names the file and the
+    /// problem): msprobe's message, then numprobe's reason.
+    pub fn read_failed(data_name: &str, why: &str) -> TensorResult {
+        let mut r = TensorResult::no_metrics(NoMetrics::ReadFailed, data_name);
+        r.err_msg = format!("{} {why}", r.err_msg);
+        r
+    }
+
+    /// Whether this row's tensors could not be read. Decided from the message, which is what
+    /// the resume journal keeps, so a resumed row is judged as a fresh one.
+    pub fn is_read_failure(&self) -> bool {
+        is_read_failure_message(&self.err_msg)
+    }
 }
+
+/// Start of msprobe's message for a tensor file it could not read
+/// (`Dump file: {file} not found or read failed.`).
+pub const READ_FAILED_PREFIX: &str = "Dump file: ";
+
+/// Whether a metric message says the row's tensors could not be read.
+pub fn is_read_failure_message(msg: &str) -> bool {
+    msg.starts_with(READ_FAILED_PREFIX) && msg.contains(" not found or read failed")
+}
+
+impl TensorResult {}
 
 const ERR_SCALAR: &str = "This is type of 0-d tensor, can not calculate";
 const EPS64: f64 = f64::EPSILON;

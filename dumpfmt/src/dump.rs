@@ -31,8 +31,8 @@ pub struct DumpFile {
     names: Option<HashSet<Str>>,
 }
 
-/// JSON path helpers: `$.data["name"].input_args[0].dtype`.
-pub(crate) fn path_key(base: &str, key: &str) -> String {
+/// JSON path helpers: `$.data["name"].input_args[0].dtype`. `base` extended by an object key.
+pub fn path_key(base: &str, key: &str) -> String {
     let ident = !key.is_empty()
         && key
             .bytes()
@@ -45,7 +45,8 @@ pub(crate) fn path_key(base: &str, key: &str) -> String {
     }
 }
 
-pub(crate) fn path_index(base: &str, i: usize) -> String {
+/// `base` extended by an array index.
+pub fn path_index(base: &str, i: usize) -> String {
     format!("{base}[{i}]")
 }
 
@@ -531,14 +532,38 @@ enum RecordClass {
     Container,
 }
 
+/// `type` values that only tensor records carry.
+const TENSOR_TYPES: [&str; 5] = [
+    "torch.Tensor",
+    "mindspore.Tensor",
+    "numpy.ndarray",
+    "torch.nn.parameter.Parameter",
+    "mindspore.Parameter",
+];
+
 fn classify(m: &Map) -> RecordClass {
     match m.get("type") {
         Some(Value::Str(_)) if m.contains_key("dtype") && m.contains_key("shape") => {
             RecordClass::Tensor
         }
+        // A record that names a tensor file or a tensor type is a tensor record even when its
+        // dtype or shape is missing: TensorRecord::from_map then reports what is missing,
+        // rather than the record passing silently as a scalar.
+        Some(Value::Str(t))
+            if m.contains_key("data_name")
+                || t.as_str().is_some_and(|t| TENSOR_TYPES.contains(&t)) =>
+        {
+            RecordClass::Tensor
+        }
         Some(Value::Str(_)) => RecordClass::Scalar,
         _ => RecordClass::Container,
     }
+}
+
+/// Whether a record object is a tensor record (see `classify`): a `type` string and a
+/// `dtype` and `shape`, a `data_name`, or a tensor type name.
+pub fn is_tensor_record(m: &Map) -> bool {
+    classify(m) == RecordClass::Tensor
 }
 
 /// A value record decoded one level (spec §2.6).

@@ -43,6 +43,10 @@ pub enum Error {
         path: String,
         dtype: String,
     },
+    /// A path that should be a regular file is a FIFO, device, socket or directory: refused
+    /// before any read, since reading one can block forever or never end.
+    #[error("{file}: not a regular file (a {kind}); refusing to read it")]
+    NotRegularFile { file: PathBuf, kind: &'static str },
     /// A directory that is not a dump root, step or rank directory.
     #[error("{dir}: {msg}")]
     Layout { dir: PathBuf, msg: String },
@@ -73,6 +77,9 @@ pub enum DataNameProblem {
     /// A symbolic link whose target lies outside the directory.
     #[error("a link to {target}, outside the tensor directory")]
     OutsideDir { target: PathBuf },
+    /// The tensor directory itself is a link that leads outside the dump's rank directory.
+    #[error("the tensor directory is a link to {target}, outside the rank directory")]
+    DirOutsideDump { target: PathBuf },
 }
 
 impl Error {

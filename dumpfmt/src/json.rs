@@ -553,7 +553,7 @@ pub fn parse(bytes: &[u8], file: &Path) -> Result<Value> {
 
 /// Memory-maps `path` and parses it into one tree (no intermediate copy of the file).
 pub fn parse_file(path: &Path) -> Result<Value> {
-    let file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
+    let file = crate::fsio::open_regular(path)?;
     let len = file.metadata().map_err(|e| Error::io(path, e))?.len();
     if len == 0 {
         return parse(&[], path);

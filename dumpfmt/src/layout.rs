@@ -202,6 +202,12 @@ pub fn discover(path: &Path) -> Result<Layout> {
     if meta.is_file() {
         return Ok(Layout::File(path.to_path_buf()));
     }
+    if !meta.is_dir() {
+        return Err(Error::NotRegularFile {
+            file: path.to_path_buf(),
+            kind: crate::fsio::kind_of(&meta.file_type()),
+        });
+    }
     let here = RankDir::scan(path);
     if here.has_dump_files() {
         // A rank dir; its step comes from the parent's name when it has one.
@@ -265,7 +271,8 @@ pub fn is_file_name(name: &str) -> bool {
 /// The path of the file `data_name` names in `tensor_dir` (a rank's `dump_tensor_data/`).
 ///
 /// The name must be a plain file name ([`is_file_name`]) of a regular file in the directory;
-/// a symbolic link there is followed only when its target stays inside the directory. Every
+/// a symbolic link there is followed only when its target stays inside the directory, and the
+/// directory, when itself a link, must resolve inside its rank directory. Every
 /// reader that turns a record's `data_name` into a path goes through here, so a hostile
 /// dump.json cannot make numprobe read outside the dump. Errors are [`Error::DataName`]
 /// naming the directory and the name (or [`Error::Io`] when the directory cannot be read).
@@ -277,6 +284,19 @@ pub fn resolve_data_name(tensor_dir: &Path, data_name: &str) -> Result<PathBuf> 
     };
     if !is_file_name(data_name) {
         return Err(refuse(DataNameProblem::NotAFileName));
+    }
+    // The directory itself may be a link (a dump moved and linked back), but not one that
+    // leads out of the rank directory it sits in: that would read another dump's files, or any.
+    if std::fs::symlink_metadata(tensor_dir).is_ok_and(|m| m.file_type().is_symlink()) {
+        let target = std::fs::canonicalize(tensor_dir).map_err(|e| Error::io(tensor_dir, e))?;
+        let rank_dir = match tensor_dir.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p,
+            _ => Path::new("."),
+        };
+        let rank_dir = std::fs::canonicalize(rank_dir).map_err(|e| Error::io(rank_dir, e))?;
+        if !target.starts_with(&rank_dir) {
+            return Err(refuse(DataNameProblem::DirOutsideDump { target }));
+        }
     }
     let path = tensor_dir.join(data_name);
     let meta = match std::fs::symlink_metadata(&path) {

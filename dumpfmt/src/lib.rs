@@ -4,6 +4,7 @@ pub mod construct;
 pub mod dump;
 pub mod dumpdir;
 pub mod error;
+pub mod fsio;
 pub mod json;
 pub mod layout;
 pub mod names;

@@ -378,7 +378,7 @@ impl HeaderParser<'_> {
 
 /// Reads the header of the file at `path` (without the payload).
 pub fn read_header(path: &Path) -> Result<(NpyHeader, u64)> {
-    let mut f = File::open(path).map_err(|e| Error::io(path, e))?;
+    let mut f = crate::fsio::open_regular(path)?;
     let file_len = f.metadata().map_err(|e| Error::io(path, e))?.len();
     let mut head = vec![0u8; 12];
     let n = read_some(&mut f, &mut head).map_err(|e| Error::io(path, e))?;

@@ -397,6 +397,19 @@ impl Vm<'_> {
                 }
                 _ => {
                     let name = opcode_name(op);
+                    // A dict or list is what torch.save of a state_dict or of several tensors
+                    // writes: say so, rather than only naming the opcode.
+                    let held = match op {
+                        b'}' | b'd' => Some("dict"),
+                        b']' | b'l' => Some("list"),
+                        _ => None,
+                    };
+                    if let Some(kind) = held {
+                        return self.err(format!(
+                            "the file holds a {kind}, not a tensor (torch.save of a {kind}?); \
+                             numprobe reads files of one tensor (pickle opcode 0x{op:02x} {name})"
+                        ));
+                    }
                     return self.err(format!("disallowed pickle opcode 0x{op:02x} ({name})"));
                 }
             }

@@ -13,7 +13,8 @@
 //!
 //! A C-contiguous view (every normal save; any storage offset) borrows its bytes from the file
 //! (memory-mapped when large); a strided view (msprobe's sliced saves keep the whole clone's
-//! storage) is gathered into a new C-order buffer.
+//! storage) is gathered into a new C-order buffer, at most [`MAX_VIEW_GROWTH`] bytes larger than
+//! the storage (a stride-0 view of a 1 KB file can ask for terabytes).
 //!
 //! Writing ([`write()`], [`write_to`]) reproduces `torch.save` byte for byte (torch 2.x,
 //! miniz-based `PyTorchStreamWriter`): entries `data.pkl`, `.format_version`, `.storage_alignment`,
@@ -67,8 +68,20 @@ pub fn read_info(path: &Path) -> Result<TensorInfo> {
     })
 }
 
-/// Reads the tensor of a `.pt` file.
+/// How many bytes a strided view may grow beyond its storage when [`read`] gathers it into C
+/// order: 1 GiB. A sliced or transposed view is never larger than its storage; only broadcast
+/// (stride-0) views are, and a 1 KB file can describe one of terabytes
+/// (`torch.zeros(1).expand(2**40)`). [`read_with_growth`] takes another bound.
+pub const MAX_VIEW_GROWTH: u64 = 1 << 30;
+
+/// Reads the tensor of a `.pt` file; a strided view is gathered only up to its storage's size
+/// plus [`MAX_VIEW_GROWTH`] (larger is an [`Error::Tensor`] naming the file).
 pub fn read(path: &Path) -> Result<Tensor> {
+    read_with_growth(path, MAX_VIEW_GROWTH)
+}
+
+/// [`read`] with another bound on how far a gathered view may outgrow its storage.
+pub fn read_with_growth(path: &Path, max_growth: u64) -> Result<Tensor> {
     let file = FileBytes::open_populated(path)?;
     let p = parse(file.bytes(), path)?;
     let m = &p.meta;
@@ -81,8 +94,30 @@ pub fn read(path: &Path) -> Result<Tensor> {
     if is_contiguous(&m.size, &m.stride) {
         return Ok(Tensor::from_file(m.dtype, p.shape, file, first, nbytes));
     }
+    // Bound what a few bytes of pickle can make us allocate: the storage is in the file, the
+    // gathered copy is not.
+    let limit = m.storage_nbytes.saturating_add(max_growth);
+    if nbytes as u64 > limit {
+        return Err(Error::tensor(
+            path,
+            p.storage_start as u64,
+            format!(
+                "strided view (size {:?}, stride {:?}) would take {nbytes} bytes in C order \
+                 from a storage of {} bytes, more than the storage plus {max_growth} bytes \
+                 numprobe materialises; refused",
+                m.size, m.stride, m.storage_nbytes
+            ),
+        ));
+    }
     let storage = &file.bytes()[p.storage_start..p.storage_start + m.storage_nbytes as usize];
-    let out = gather(storage, item, m.storage_offset, &m.size, &m.stride, nbytes);
+    let out =
+        gather(storage, item, m.storage_offset, &m.size, &m.stride, nbytes).ok_or_else(|| {
+            Error::tensor(
+                path,
+                p.storage_start as u64,
+                format!("cannot allocate {nbytes} bytes for the strided view"),
+            )
+        })?;
     Ok(Tensor::from_owned_unchecked(m.dtype, p.shape, out))
 }
 
@@ -111,12 +146,15 @@ fn gather(
     size: &[u64],
     stride: &[u64],
     nbytes: usize,
-) -> Vec<u8> {
-    let mut out = vec![0u8; nbytes];
+) -> Option<Vec<u8>> {
+    // A failed allocation is an error for this file, not an abort of the whole process.
+    let mut out = Vec::new();
+    out.try_reserve_exact(nbytes).ok()?;
+    out.resize(nbytes, 0);
     let start = offset as usize * item;
     let Some((&inner_n, outer)) = size.split_last() else {
         out.copy_from_slice(&storage[start..start + item]);
-        return out;
+        return Some(out);
     };
     let inner_step = stride[size.len() - 1] as usize * item;
     let row_bytes = inner_n as usize * item;
@@ -145,7 +183,7 @@ fn gather(
             idx[d] = 0;
         }
     }
-    out
+    Some(out)
 }
 
 fn copy_strided<const N: usize>(dst: &mut [u8], src: &[u8], step: usize) {
@@ -483,15 +521,15 @@ mod tests {
     fn gather_strided_views() {
         // storage 0..24 as (4, 6); view [1:3, ::2] → offset 6, size (2, 3), stride (6, 2).
         let storage: Vec<u8> = (0..24).collect();
-        let got = gather(&storage, 1, 6, &[2, 3], &[6, 2], 6);
+        let got = gather(&storage, 1, 6, &[2, 3], &[6, 2], 6).unwrap();
         assert_eq!(got, vec![6, 8, 10, 12, 14, 16]);
         // transpose of (2, 3): size (3, 2), stride (1, 3).
-        let got = gather(&storage, 1, 0, &[3, 2], &[1, 3], 6);
+        let got = gather(&storage, 1, 0, &[3, 2], &[1, 3], 6).unwrap();
         assert_eq!(got, vec![0, 3, 1, 4, 2, 5]);
         // 0-dim at offset 5.
-        assert_eq!(gather(&storage, 1, 5, &[], &[], 1), vec![5]);
+        assert_eq!(gather(&storage, 1, 5, &[], &[], 1).unwrap(), vec![5]);
         // two-byte elements, inner run copy.
-        let got = gather(&storage, 2, 1, &[2, 2], &[4, 1], 8);
+        let got = gather(&storage, 2, 1, &[2, 2], &[4, 1], 8).unwrap();
         assert_eq!(got, vec![2, 3, 4, 5, 10, 11, 12, 13]);
     }
 
@@ -517,7 +555,7 @@ mod tests {
                 }
                 want.extend_from_slice(&storage[elem as usize * item..(elem as usize + 1) * item]);
             }
-            proptest::prop_assert_eq!(gather(&storage, item, offset, &size, &stride, n * item), want);
+            proptest::prop_assert_eq!(gather(&storage, item, offset, &size, &stride, n * item).unwrap(), want);
         }
     }
 

@@ -22,7 +22,6 @@
 //! A memory-mapped file must not be truncated by another process while the tensor is alive (the
 //! usual caveat of memory maps).
 
-use std::fs::File;
 use std::io::Read;
 use std::path::Path;
 
@@ -108,7 +107,7 @@ impl Format {
             _ => {}
         }
         let mut magic = [0u8; 6];
-        let mut f = File::open(path).map_err(|e| Error::io(path, e))?;
+        let mut f = crate::fsio::open_regular(path)?;
         let n = read_up_to(&mut f, &mut magic).map_err(|e| Error::io(path, e))?;
         if magic[..n].starts_with(b"\x93NUMPY") {
             Ok(Format::Npy)
@@ -297,7 +296,7 @@ impl FileBytes {
     }
 
     fn open_with(path: &Path, populate: bool) -> Result<FileBytes> {
-        let mut f = File::open(path).map_err(|e| Error::io(path, e))?;
+        let mut f = crate::fsio::open_regular(path)?;
         let len = f.metadata().map_err(|e| Error::io(path, e))?.len();
         if len > MAP_THRESHOLD {
             let mut opts = memmap2::MmapOptions::new();

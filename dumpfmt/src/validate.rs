@@ -76,6 +76,11 @@ impl Problem {
             Error::UnknownDtype { file, path, dtype } => {
                 Problem::new(file, path, format!("unknown dtype {dtype:?}"))
             }
+            Error::NotRegularFile { file, kind } => Problem::new(
+                file,
+                "",
+                format!("not a regular file (a {kind}); refusing to read it"),
+            ),
             Error::Layout { dir, msg } => Problem::new(dir, "", msg),
             Error::DataName { dir, name, problem } => {
                 Problem::new(dir, "", format!("data_name {name:?}: {problem}"))
@@ -236,6 +241,30 @@ fn validate_single_file(f: &Path, report: &mut Report) {
 }
 
 fn validate_rank(r: &RankDir, report: &mut Report) {
+    // RankDir::scan keeps regular files only: say why a JSON file the rank needs is absent
+    // (missing, or a FIFO/directory/device where it should be), and do not open it.
+    for name in ["dump.json", "debug.json", "stack.json", "construct.json"] {
+        let p = r.dir.join(name);
+        if let Ok(meta) = std::fs::metadata(&p)
+            && !meta.is_file()
+        {
+            report.problems.push(Problem::new(
+                &p,
+                "",
+                format!(
+                    "not a regular file (a {}); refusing to read it",
+                    crate::fsio::kind_of(&meta.file_type())
+                ),
+            ));
+        }
+    }
+    if r.dump_json.is_none() && r.debug_json.is_none() && !r.dir.join("dump.json").exists() {
+        report.problems.push(Problem::new(
+            r.dir.join("dump.json"),
+            "",
+            "missing: a rank directory holds a dump.json (or debug.json)",
+        ));
+    }
     let mut referenced: HashSet<String> = HashSet::new();
     let mut dump_keys: Option<(HashSet<String>, String)> = None;
     for f in [&r.dump_json, &r.debug_json].into_iter().flatten() {

@@ -277,13 +277,6 @@ fn links_are_followed_only_inside_the_tensor_directory() {
         DataNameProblem::Missing
     );
 
-    // The tensor directory itself may be a link (a dump moved to another disk).
-    let moved = tmp.path().join("moved");
-    std::fs::rename(&data, &moved).unwrap();
-    symlink(&moved, &data).unwrap();
-    assert!(resolve_data_name(&data, "alias.pt").is_ok());
-    assert!(resolve_data_name(&data, "evil.pt").is_err());
-
     // validate reports the escaping link at the record.
     let report = dumpfmt::validate::validate(tmp.path()).unwrap();
     let p = report
@@ -292,4 +285,37 @@ fn links_are_followed_only_inside_the_tensor_directory() {
         .find(|p| p.location.ends_with("input_args[0].data_name"))
         .expect("the link is a problem");
     assert!(p.message.contains("outside the tensor directory"), "{p}");
+
+    // The tensor directory itself may be a link that stays inside its rank directory.
+    let moved = rank_path.join("moved");
+    std::fs::rename(&data, &moved).unwrap();
+    symlink("moved", &data).unwrap();
+    assert!(resolve_data_name(&data, "alias.pt").is_ok());
+    assert!(resolve_data_name(&data, "evil.pt").is_err());
+
+    // One that leads out of the rank directory would read another dump's files (or any):
+    // refused for every name, by every reader.
+    let away = tmp.path().join("away");
+    std::fs::remove_file(&data).unwrap();
+    std::fs::rename(&moved, &away).unwrap();
+    symlink(&away, &data).unwrap();
+    let problem = refusal(resolve_data_name(&data, "alias.pt").unwrap_err()).2;
+    assert_eq!(
+        problem,
+        DataNameProblem::DirOutsideDump {
+            target: away.canonicalize().unwrap()
+        }
+    );
+    let dump = Dump::open(tmp.path()).unwrap();
+    let rank = dump.ranks().next().unwrap().unwrap();
+    let e = rank.tensor("alias.pt").unwrap_err();
+    assert!(e.to_string().contains("outside the rank directory"), "{e}");
+    let report = dumpfmt::validate::validate(tmp.path()).unwrap();
+    assert!(
+        report
+            .problems
+            .iter()
+            .any(|p| p.message.contains("outside the rank directory")),
+        "{report}"
+    );
 }

@@ -287,3 +287,47 @@ fn npy_sizes_must_agree() {
     assert!(read_all(&s.put("t.bin", &good)).is_none());
     assert!(read_all(&s.put("u.bin", b"hello")).is_some());
 }
+
+/// Broadcast (stride-0) views: a few bytes of storage that describe gigabytes in C order are
+/// refused by the reader, naming the file, while small ones read through their strides.
+#[test]
+fn broadcast_views_are_bounded_by_what_the_file_holds() {
+    let hostile = testsupport::testdata().join("hostile");
+    for (f, numel) in [("expand_2e31.pt", 1u64 << 31), ("expand_2e40.pt", 1 << 40)] {
+        let p = hostile.join(f);
+        assert_eq!(read_info(&p).unwrap().numel(), numel);
+        let e = read_tensor(&p).unwrap_err();
+        assert!(matches!(e, Error::Tensor { .. }), "{e}");
+        let msg = e.to_string();
+        assert!(msg.contains(f) && msg.contains("strided view"), "{msg}");
+        assert!(msg.contains("storage of 4 bytes"), "{msg}");
+    }
+    // torch.arange(3.0).expand(4, 3): 48 bytes from a 12-byte storage.
+    let p = hostile.join("expand_small.pt");
+    let t = read_tensor(&p).unwrap();
+    assert_eq!(t.shape(), &[4, 3]);
+    let got: Vec<f32> = t
+        .bytes()
+        .chunks_exact(4)
+        .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
+        .collect();
+    assert_eq!(got, [0.0, 1.0, 2.0].repeat(4));
+    // The bound is what limits it: no growth allowed, the same file is refused.
+    let e = pt::read_with_growth(&p, 0).unwrap_err();
+    assert!(
+        e.to_string().contains("more than the storage plus 0 bytes"),
+        "{e}"
+    );
+    assert!(pt::read_with_growth(&p, 36).is_ok());
+}
+
+/// torch.save of a dict or list is not a tensor file; the error says what it holds.
+#[test]
+fn saved_dicts_and_lists_say_what_they_hold() {
+    let hostile = testsupport::testdata().join("hostile");
+    for (f, kind) in [("dict.pt", "dict"), ("list.pt", "list")] {
+        let e = read_info(&hostile.join(f)).unwrap_err().to_string();
+        assert!(e.contains(f), "{e}");
+        assert!(e.contains(&format!("holds a {kind}, not a tensor")), "{e}");
+    }
+}

@@ -47,6 +47,7 @@ pub fn run(args: Args) -> CmdResult {
             };
             format!("{}: {e}", path.display())
         })?;
+    let failed = verdict.status == ulp::Status::Error;
     let row = verdict.row;
     if args.json {
         println!(
@@ -56,5 +57,10 @@ pub fn run(args: Args) -> CmdResult {
     } else {
         println!("{}", row.csv_line(&args.api_name));
     }
-    Ok(ExitCode::SUCCESS)
+    // 1: the check ran and the output failed msprobe's standards.
+    Ok(if failed {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
 }

@@ -55,6 +55,10 @@ pub struct Args {
     /// Timestamp in the output file name: 14 digits, YYYYMMDDHHMMSS (default: now, local time).
     #[arg(long)]
     pub timestamp: Option<String>,
+    /// Exit 0 when the comparison ran, even if it found error rows (for a pair known to
+    /// diverge; without it such a run exits 1, which gates CI jobs).
+    #[arg(long)]
+    pub exit_zero: bool,
 }
 
 /// An indicatif bar over the tensor rows; hidden when stderr is not a terminal.
@@ -110,5 +114,11 @@ pub fn run(args: Args) -> CmdResult {
     println!();
     println!("result table: {}", outcome.table_path.display());
     println!("summary:      {}", outcome.summary_path.display());
-    Ok(ExitCode::SUCCESS)
+    // The exit-code contract: 1 when the comparison ran and found problems (error rows,
+    // unreadable tensors among them).
+    Ok(if outcome.summary.row_levels[2] > 0 && !args.exit_zero {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
 }

@@ -1,0 +1,575 @@
+//! Dumps from strangers (issue 15, the readers' half): every command run on hostile or broken
+//! input, asserting what a user relies on: the exit code (0 nothing found, 1 problems found,
+//! 2 could not do the job), the row or message naming the file and the place, and that nothing
+//! hangs (FIFOs), allocates what the file does not hold (stride-0 views) or executes (pickles).
+
+mod common;
+use common::*;
+use dumpfmt::{DType, TensorView};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// What a run left: exit code (`None` when killed by a signal), stdout, stderr.
+struct Run {
+    code: Option<i32>,
+    out: String,
+    err: String,
+}
+
+impl Run {
+    fn text(&self) -> String {
+        format!(
+            "exit {:?}\nstdout:\n{}\nstderr:\n{}",
+            self.code, self.out, self.err
+        )
+    }
+}
+
+/// Runs numprobe in `cwd` and kills it after 60 s, so that a regression that blocks on a FIFO
+/// fails the test instead of hanging it. Output goes to files (no pipe to fill up).
+fn run_in(cwd: &Path, args: &[&dyn AsRef<std::ffi::OsStr>]) -> Run {
+    let log = tempfile::tempdir().unwrap();
+    let (o, e) = (log.path().join("out"), log.path().join("err"));
+    let mut child = Command::new(env!("CARGO_BIN_EXE_numprobe"))
+        .args(args.iter().map(|a| a.as_ref()))
+        .current_dir(cwd)
+        .env("XDG_RUNTIME_DIR", "/tmp")
+        .stdin(Stdio::null())
+        .stdout(std::fs::File::create(&o).unwrap())
+        .stderr(std::fs::File::create(&e).unwrap())
+        .spawn()
+        .expect("run numprobe");
+    let start = Instant::now();
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if start.elapsed() > Duration::from_secs(60) {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!(
+                "numprobe {:?} still running after 60 s (blocked?)",
+                args.iter().map(|a| a.as_ref()).collect::<Vec<_>>()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    Run {
+        code: status.code(),
+        out: std::fs::read_to_string(&o).unwrap(),
+        err: std::fs::read_to_string(&e).unwrap(),
+    }
+}
+
+fn run(args: &[&dyn AsRef<std::ffi::OsStr>]) -> Run {
+    run_in(Path::new("."), args)
+}
+
+fn assert_run(r: &Run, code: i32, needles: &[&str]) {
+    assert_eq!(r.code, Some(code), "{}", r.text());
+    let all = format!("{}{}", r.out, r.err);
+    for n in needles {
+        assert!(all.contains(n), "missing {n:?} in\n{}", r.text());
+    }
+}
+
+fn mkfifo(p: &Path) {
+    let ok = Command::new("mkfifo")
+        .arg(p)
+        .status()
+        .is_ok_and(|s| s.success());
+    assert!(ok, "mkfifo {}", p.display());
+}
+
+fn write_pt(p: &Path, values: &[f32]) {
+    let bytes: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
+    let shape = [values.len()];
+    let view = TensorView::new(DType::F32, &shape, &bytes).unwrap();
+    dumpfmt::pt::write(p, view, "cpu").unwrap();
+}
+
+fn record(data_name: &str) -> String {
+    format!(
+        r#"{{"type": "torch.Tensor", "dtype": "torch.float32", "shape": [2], "Max": 2.0, "Min": 1.0, "Mean": 1.5, "Norm": 2.23606797749979, "requires_grad": false, "data_name": "{data_name}"}}"#
+    )
+}
+
+/// A tensor-mode dump at `root/step0/rank0` whose one API `Torch.add.0.forward` has input and
+/// output records naming `input_name` and `Torch.add.0.forward.output.0.pt`; the files named by
+/// plain names are written ([1, 2]). Returns the rank directory.
+fn tensor_dump(root: &Path, input_name: &str) -> PathBuf {
+    let rank = root.join("step0/rank0");
+    let td = rank.join("dump_tensor_data");
+    std::fs::create_dir_all(&td).unwrap();
+    let output = "Torch.add.0.forward.output.0.pt";
+    for name in [input_name, output] {
+        if dumpfmt::layout::is_file_name(name) {
+            write_pt(&td.join(name), &[1.0, 2.0]);
+        }
+    }
+    let json = format!(
+        r#"{{"task": "tensor", "level": "L1", "framework": "pytorch", "dump_data_dir": null, "data": {{"Torch.add.0.forward": {{"input_args": [{}], "input_kwargs": {{}}, "output": [{}]}}}}}}"#,
+        record(input_name),
+        record(output)
+    );
+    std::fs::write(rank.join("dump.json"), json).unwrap();
+    rank
+}
+
+const INPUT: &str = "Torch.add.0.forward.input.0.pt";
+
+/// compare TARGET GOLDEN into `out`; returns the run and the CSV text (empty when none).
+fn compare(target: &Path, golden: &Path, out: &Path) -> (Run, String) {
+    let r = run(&[
+        &"compare",
+        &target,
+        &golden,
+        &"--out",
+        &out,
+        &"--timestamp",
+        &"20000101000000",
+    ]);
+    let csv =
+        std::fs::read_to_string(out.join("compare_result_20000101000000.csv")).unwrap_or_default();
+    (r, csv)
+}
+
+/// The CSV row of `name` (its first cell).
+fn row<'a>(csv: &'a str, name: &str) -> &'a str {
+    csv.lines()
+        .find(|l| l.starts_with(&format!("{name},")))
+        .unwrap_or_else(|| panic!("no row {name} in\n{csv}"))
+}
+
+fn hostile(name: &str) -> PathBuf {
+    testdata().join("hostile").join(name)
+}
+
+#[test]
+fn a_clean_pair_passes_and_exits_0() {
+    let tmp = tempfile::tempdir().unwrap();
+    let t = tensor_dump(&tmp.path().join("t"), INPUT);
+    let g = tensor_dump(&tmp.path().join("g"), INPUT);
+    let (r, csv) = compare(&t, &g, &tmp.path().join("out"));
+    assert_run(&r, 0, &["| error | 0 | 0 |"]);
+    assert!(
+        row(&csv, "Torch.add.0.forward.input.0").contains(",pass,"),
+        "{csv}"
+    );
+    assert_run(&run(&[&"validate", &t]), 0, &["0 problem(s)"]);
+}
+
+/// Each refused or unreadable target tensor: an `error` row naming the file and the reason,
+/// counted in summary.md, exit 1. The golden side is a clean dump, or for hostile names the
+/// same names (tensor-mode rows are named after their data_name, so both sides must carry it
+/// for the rows to match and a read to be attempted).
+#[cfg(unix)]
+#[test]
+fn unreadable_tensors_are_error_rows_never_agreement() {
+    use std::os::unix::fs::symlink;
+    let tmp = tempfile::tempdir().unwrap();
+    let g = tensor_dump(&tmp.path().join("golden"), INPUT);
+    let outside = tmp.path().join("outside.pt");
+    write_pt(&outside, &[1.0, 2.0]);
+
+    type Plant = Box<dyn Fn(&Path)>;
+    let cases: Vec<(&str, &str, Plant, &str)> = vec![
+        (
+            "absolute",
+            "/etc/passwd",
+            Box::new(|_| {}),
+            "not a file name",
+        ),
+        (
+            "dotdot",
+            "../../../outside.pt",
+            Box::new(|_| {}),
+            "not a file name",
+        ),
+        (
+            "dev_zero_name",
+            "/dev/zero",
+            Box::new(|_| {}),
+            "not a file name",
+        ),
+        (
+            "missing",
+            INPUT,
+            Box::new(|td| std::fs::remove_file(td.join(INPUT)).unwrap()),
+            "no such file",
+        ),
+        (
+            "link_out",
+            INPUT,
+            Box::new({
+                let outside = outside.clone();
+                move |td| {
+                    std::fs::remove_file(td.join(INPUT)).unwrap();
+                    symlink(&outside, td.join(INPUT)).unwrap();
+                }
+            }),
+            "outside the tensor directory",
+        ),
+        (
+            "link_to_dev_zero",
+            INPUT,
+            Box::new(|td| {
+                std::fs::remove_file(td.join(INPUT)).unwrap();
+                symlink("/dev/zero", td.join(INPUT)).unwrap();
+            }),
+            "outside the tensor directory",
+        ),
+        (
+            "fifo",
+            INPUT,
+            Box::new(|td| {
+                std::fs::remove_file(td.join(INPUT)).unwrap();
+                mkfifo(&td.join(INPUT));
+            }),
+            "not a regular file",
+        ),
+        (
+            "directory",
+            INPUT,
+            Box::new(|td| {
+                std::fs::remove_file(td.join(INPUT)).unwrap();
+                std::fs::create_dir(td.join(INPUT)).unwrap();
+            }),
+            "not a regular file",
+        ),
+        (
+            "truncated_pt",
+            INPUT,
+            Box::new(|td| {
+                let p = td.join(INPUT);
+                let b = std::fs::read(&p).unwrap();
+                std::fs::write(&p, &b[..b.len() / 2]).unwrap();
+            }),
+            // dumpfmt's tensor errors name the byte offset of the damage.
+            ": byte ",
+        ),
+        (
+            "stride0_8gib",
+            INPUT,
+            Box::new(|td| {
+                std::fs::copy(hostile("expand_2e31.pt"), td.join(INPUT)).unwrap();
+            }),
+            "strided view",
+        ),
+        (
+            "pickle_payload",
+            INPUT,
+            Box::new(|td| {
+                std::fs::copy(hostile("payload_canary.pt"), td.join(INPUT)).unwrap();
+            }),
+            "disallowed",
+        ),
+    ];
+    for (label, name, plant, why) in cases {
+        let root = tmp.path().join(label);
+        let t = tensor_dump(&root, name);
+        plant(&t.join("dump_tensor_data"));
+        let g = if name == INPUT {
+            g.clone()
+        } else {
+            tensor_dump(&root.join("golden"), name)
+        };
+        let out = root.join("out");
+        let (r, csv) = compare(&t, &g, &out);
+        assert_run(
+            &r,
+            1,
+            &["| error | 1 | 1 |", "1 rows could not be compared"],
+        );
+        let row_name = name.rsplit_once(".pt").map_or(name, |(a, _)| a);
+        let line = row(&csv, row_name);
+        assert!(line.contains(",error,"), "{label}: {line}");
+        assert!(line.contains("not found or read failed"), "{label}: {line}");
+        assert!(line.contains(why), "{label}: {why:?} not in {line}");
+        // The readable output row still passes: one bad file does not spoil the others.
+        assert!(
+            row(&csv, "Torch.add.0.forward.output.0").contains(",pass,"),
+            "{csv}"
+        );
+        let summary = std::fs::read_to_string(out.join("summary.md")).unwrap();
+        assert!(
+            !summary.contains("every matched API agrees"),
+            "{label}: {summary}"
+        );
+        // validate finds the same file bad.
+        let v = run(&[&"validate", &t]);
+        assert_eq!(v.code, Some(1), "{label}: {}", v.text());
+        assert!(!root.join("numprobe_canary_pwned").exists());
+    }
+    assert!(
+        !Path::new("numprobe_canary_pwned").exists(),
+        "a pickle payload ran"
+    );
+}
+
+#[cfg(unix)]
+#[test]
+fn tensor_directory_linked_out_of_the_dump_is_refused_but_inside_is_followed() {
+    use std::os::unix::fs::symlink;
+    let tmp = tempfile::tempdir().unwrap();
+    let g = tensor_dump(&tmp.path().join("golden"), INPUT);
+    // dump_tensor_data → another dump's directory (outside this rank directory).
+    let t = tensor_dump(&tmp.path().join("target"), INPUT);
+    let td = t.join("dump_tensor_data");
+    std::fs::rename(&td, tmp.path().join("elsewhere")).unwrap();
+    symlink(tmp.path().join("elsewhere"), &td).unwrap();
+    let (r, csv) = compare(&t, &g, &tmp.path().join("out"));
+    assert_run(&r, 1, &["| error | 2 | 1 |"]);
+    let line = row(&csv, "Torch.add.0.forward.input.0");
+    assert!(line.contains("outside the rank directory"), "{line}");
+    assert_run(&run(&[&"validate", &t]), 1, &["outside the rank directory"]);
+
+    // A link that stays inside the rank directory is followed.
+    let t2 = tensor_dump(&tmp.path().join("inside"), INPUT);
+    let td2 = t2.join("dump_tensor_data");
+    std::fs::rename(&td2, t2.join("real_data")).unwrap();
+    symlink("real_data", &td2).unwrap();
+    let (r, _) = compare(&t2, &g, &tmp.path().join("out2"));
+    assert_run(&r, 0, &["| error | 0 | 0 |"]);
+    assert_run(&run(&[&"validate", &t2]), 0, &["0 problem(s)"]);
+}
+
+#[cfg(unix)]
+#[test]
+fn fifos_never_block_any_command() {
+    let tmp = tempfile::tempdir().unwrap();
+    let g = tensor_dump(&tmp.path().join("golden"), INPUT);
+    let t = tensor_dump(&tmp.path().join("target"), INPUT);
+    for name in ["dump.json", "stack.json", "construct.json"] {
+        let _ = std::fs::remove_file(t.join(name));
+        mkfifo(&t.join(name));
+    }
+    // dump.json a FIFO: compare cannot do its job (2) and says what the file is.
+    let (r, _) = compare(&t, &g, &tmp.path().join("out"));
+    assert_run(&r, 2, &["dump.json", "FIFO"]);
+    let (r, _) = compare(&t.join("dump.json"), &g, &tmp.path().join("out"));
+    assert_run(&r, 2, &["dump.json", "FIFO"]);
+    assert_run(
+        &run(&[&"validate", &t]),
+        1,
+        &["dump.json", "FIFO", "stack.json"],
+    );
+    assert_run(&run(&[&"validate", &t.join("dump.json")]), 2, &["FIFO"]);
+    for f in ["dump.json", "stack.json", "construct.json"] {
+        assert_run(&run(&[&"fmt", &t.join(f)]), 2, &[f, "FIFO"]);
+    }
+    let fifo_pt = tmp.path().join("x.pt");
+    mkfifo(&fifo_pt);
+    let fifo_npy = tmp.path().join("x.npy");
+    mkfifo(&fifo_npy);
+    for f in [&fifo_pt, &fifo_npy] {
+        assert_run(&run(&[&"inspect", f]), 2, &["x.", "FIFO"]);
+        assert_run(&run(&[&"stats", f]), 2, &["x.", "FIFO"]);
+    }
+    // Devices and directories named by the user are refused too, not read forever.
+    assert_run(
+        &run(&[&"stats", &"/dev/zero"]),
+        2,
+        &["/dev/zero", "character device"],
+    );
+    assert_run(&run(&[&"inspect", &tmp.path()]), 2, &["directory"]);
+    assert_run(
+        &run(&[&"fmt", &"/dev/zero"]),
+        2,
+        &["/dev/zero", "character device"],
+    );
+}
+
+#[test]
+fn stride0_and_oversize_views_are_refused_not_allocated() {
+    for (f, numel) in [
+        ("expand_2e31.pt", "2147483648"),
+        ("expand_2e40.pt", "1099511627776"),
+    ] {
+        let p = hostile(f);
+        // The header alone is fine to report.
+        assert_run(&run(&[&"inspect", &p]), 0, &[numel]);
+        // Materialising it is not: a clear error naming the file, no abort.
+        assert_run(
+            &run(&[&"stats", &p]),
+            2,
+            &[f, "strided view", "4 bytes", "refused"],
+        );
+    }
+}
+
+#[test]
+fn damaged_and_non_tensor_files_name_the_file_and_what_they_hold() {
+    let tmp = tempfile::tempdir().unwrap();
+    assert_run(
+        &run(&[&"stats", &hostile("dict.pt")]),
+        2,
+        &["dict.pt", "holds a dict, not a tensor"],
+    );
+    assert_run(
+        &run(&[&"inspect", &hostile("list.pt")]),
+        2,
+        &["list.pt", "holds a list, not a tensor"],
+    );
+    // Truncated .pt and .npy.
+    let pt = tmp.path().join("t.pt");
+    write_pt(&pt, &[1.0; 64]);
+    let b = std::fs::read(&pt).unwrap();
+    std::fs::write(&pt, &b[..b.len() - 100]).unwrap();
+    assert_run(&run(&[&"stats", &pt]), 2, &["t.pt", "byte"]);
+    let npy = tmp.path().join("t.npy");
+    let bytes = [0u8; 256];
+    dumpfmt::npy::write(&npy, TensorView::new(DType::F32, &[64], &bytes).unwrap()).unwrap();
+    let b = std::fs::read(&npy).unwrap();
+    std::fs::write(&npy, &b[..b.len() - 8]).unwrap();
+    assert_run(&run(&[&"stats", &npy]), 2, &["t.npy"]);
+    assert_run(&run(&[&"inspect", &npy]), 2, &["t.npy"]);
+    // A missing file: the OS error carries the path.
+    let gone = tmp.path().join("gone.pt");
+    assert_run(&run(&[&"stats", &gone]), 2, &["gone.pt", "No such file"]);
+}
+
+#[test]
+fn a_live_pickle_payload_is_never_executed() {
+    let tmp = tempfile::tempdir().unwrap();
+    let canary = tmp.path().join("numprobe_canary_pwned");
+    for cmd in ["stats", "inspect", "validate"] {
+        let r = run_in(tmp.path(), &[&cmd, &hostile("payload_canary.pt")]);
+        assert_ne!(r.code, Some(0), "{cmd}: {}", r.text());
+        assert!(r.out.contains("payload_canary.pt") || r.err.contains("payload_canary.pt"));
+        assert!(!canary.exists(), "{cmd} executed the pickle");
+    }
+}
+
+/// dump.json whose structure is broken: compare and validate fail, naming the side, the file
+/// and the JSON path, instead of comparing zero rows.
+#[test]
+fn malformed_dumps_fail_naming_file_and_json_path() {
+    let tmp = tempfile::tempdir().unwrap();
+    let g = tensor_dump(&tmp.path().join("golden"), INPUT);
+    let cases = [
+        (
+            "no_data",
+            r#"{"task": "tensor", "level": "L1"}"#,
+            "$.data: missing",
+            "missing \"data\"",
+        ),
+        (
+            "list_data",
+            r#"{"task": "tensor", "level": "L1", "data": []}"#,
+            "$.data: expected an object, found array",
+            "$.data: expected an object, found array",
+        ),
+        (
+            "no_task",
+            r#"{"level": "L1", "data": {}}"#,
+            "$.task: missing",
+            "missing \"task\"",
+        ),
+        (
+            "no_dtype",
+            r#"{"task": "tensor", "level": "L1", "data": {"Torch.add.0.forward": {"input_args": [{"type": "torch.Tensor", "shape": [2], "data_name": "x.pt"}], "output": []}}}"#,
+            "$.data[\"Torch.add.0.forward\"].input_args[0]: tensor record without \"dtype\"",
+            "input_args[0]: tensor record without \"dtype\"",
+        ),
+        (
+            "no_shape",
+            r#"{"task": "statistics", "level": "L1", "data": {"Torch.add.0.forward": {"input_args": [{"type": "torch.Tensor", "dtype": "torch.float32", "Max": 1.0}], "output": []}}}"#,
+            "input_args[0]: tensor record without \"shape\"",
+            "input_args[0]: tensor record without \"shape\"",
+        ),
+        (
+            "top_level_list",
+            "[]",
+            "top level is not an object",
+            "expected an object at top level",
+        ),
+    ];
+    for (label, json, compare_msg, validate_msg) in cases {
+        let rank = tmp.path().join(label).join("step0/rank0");
+        std::fs::create_dir_all(&rank).unwrap();
+        let f = rank.join("dump.json");
+        std::fs::write(&f, json).unwrap();
+        let f_text = f.display().to_string();
+        let (r, _) = compare(&rank, &g, &tmp.path().join(label).join("out"));
+        assert_run(&r, 2, &[&format!("target {f_text}"), compare_msg]);
+        // The golden side is named as such.
+        let (r, _) = compare(&g, &rank, &tmp.path().join(label).join("out2"));
+        assert_run(&r, 2, &[&format!("golden {f_text}"), compare_msg]);
+        assert_run(&run(&[&"validate", &rank]), 1, &[&f_text, validate_msg]);
+    }
+}
+
+#[cfg(unix)]
+#[test]
+fn validate_fails_without_a_readable_dump_json() {
+    let tmp = tempfile::tempdir().unwrap();
+    // Missing: only the tensor directory is left.
+    let t = tensor_dump(&tmp.path().join("missing"), INPUT);
+    std::fs::remove_file(t.join("dump.json")).unwrap();
+    assert_run(&run(&[&"validate", &t]), 1, &["dump.json", "missing"]);
+    // A directory where dump.json should be.
+    let t = tensor_dump(&tmp.path().join("dir"), INPUT);
+    std::fs::remove_file(t.join("dump.json")).unwrap();
+    std::fs::create_dir(t.join("dump.json")).unwrap();
+    assert_run(&run(&[&"validate", &t]), 1, &["dump.json", "directory"]);
+    // A FIFO (also covered with the other commands above).
+    let t = tensor_dump(&tmp.path().join("fifo"), INPUT);
+    std::fs::remove_file(t.join("dump.json")).unwrap();
+    mkfifo(&t.join("dump.json"));
+    assert_run(&run(&[&"validate", &t]), 1, &["dump.json", "FIFO"]);
+}
+
+#[test]
+fn exit_codes_of_compare_and_acc_check() {
+    // The shipped sample pair has error rows: compare found problems.
+    let s = repo_root().join("samples/tiny-bf16-vs-f32");
+    let tmp = tempfile::tempdir().unwrap();
+    let (r, _) = compare(
+        &s.join("target"),
+        &s.join("golden"),
+        &tmp.path().join("out"),
+    );
+    assert_run(&r, 1, &["| error | 312 | 108 |"]);
+
+    // acc-check: an output far from its benchmark is an `error` verdict (1); equal ones pass (0).
+    let npy = |name: &str, dtype: DType, vals: &[f64]| -> PathBuf {
+        let p = tmp.path().join(name);
+        let bytes: Vec<u8> = match dtype {
+            DType::F64 => vals.iter().flat_map(|v| v.to_le_bytes()).collect(),
+            _ => vals
+                .iter()
+                .flat_map(|v| (*v as f32).to_le_bytes())
+                .collect(),
+        };
+        dumpfmt::npy::write(&p, TensorView::new(dtype, &[vals.len()], &bytes).unwrap()).unwrap();
+        p
+    };
+    let vals: Vec<f64> = (1..=64).map(|i| i as f64 * 0.25).collect();
+    let bench = npy("bench.npy", DType::F64, &vals);
+    let same = npy("same.npy", DType::F32, &vals);
+    let far: Vec<f64> = vals.iter().map(|v| -v * 3.0).collect();
+    let bad = npy("bad.npy", DType::F32, &far);
+    let api = "Functional.relu.0.forward.output.0";
+    let r = run(&[
+        &"acc-check",
+        &"--bench",
+        &bench,
+        &"--device",
+        &same,
+        &"--api-name",
+        &api,
+    ]);
+    assert_run(&r, 0, &["pass"]);
+    let r = run(&[
+        &"acc-check",
+        &"--bench",
+        &bench,
+        &"--device",
+        &bad,
+        &"--api-name",
+        &api,
+    ]);
+    assert_run(&r, 1, &["error"]);
+}
