@@ -155,7 +155,7 @@ pub fn write(path: &Path, bytes: &[u8]) -> Result<()> {
     f.commit()
 }
 
-/// [`write`] without the fsyncs (see [`AtomicFile::commit_unsynced`]).
+/// [`write()`] without the fsyncs (see [`AtomicFile::commit_unsynced`]).
 pub fn write_unsynced(path: &Path, bytes: &[u8]) -> Result<()> {
     let mut f = AtomicFile::create(path)?;
     f.file().write_all(bytes).map_err(|e| Error::io(path, e))?;
