@@ -125,7 +125,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         target: root.join("target"),
         golden: root.join("golden"),
         out_dir: root.join("out"),
-        timestamp: Some("bigpair".into()),
+        timestamp: Some("20000101000000".into()),
         ..Default::default()
     };
     let t1 = Instant::now();
