@@ -96,7 +96,13 @@ def _seed():
     """torch.manual_seed(SEED) for a replay on the CPU: the CPU generator is the only one the
     replay draws from. (torch.manual_seed also queues the seed for CUDA, XPU and MTIA until
     they start, each time with a formatted copy of the call stack: tens of microseconds per
-    API, more the deeper the caller.)"""
+    API, more the deeper the caller.)
+
+    Seeded once per API, before its first draw: every later draw of the API (random APIs run
+    on the golden and on the device, then the output gradients) continues the same stream in
+    msprobe's order, so none repeats the input draws, and an API's rows do not depend on which
+    APIs ran before it (-n, -f, -csv_path and white lists leave them unchanged). msprobe seeds
+    once per process instead; the first API of its run draws what numprobe draws."""
     torch.default_generator.manual_seed(SEED)
 
 
@@ -134,8 +140,8 @@ def execute_api(name, entry, bwd_entry, tensor_dir, timer=None):
     device = rerun_out = None
     if saved is None or need_backward:
         # Re-run in the original dtypes: the device output when none was saved, and the graph
-        # the device gradients come from.
-        _seed()
+        # the device gradients come from. Not re-seeded: a random API draws on from where the
+        # golden left the stream, as msprobe's device run does after its CPU golden.
         device = ex.prepare(args, kwargs, api_name, need_backward)
         rerun_out = ex.call(fn, device, device_autocast)
     device_out = rerun_out
@@ -151,8 +157,12 @@ def execute_api(name, entry, bwd_entry, tensor_dir, timer=None):
         if grad_index is None and isinstance(bench_out, (list, tuple)):
             message += MULTIPLE_BACKWARD
         else:
+            # Drawn after the forward runs, from the stream the inputs left off (not from a
+            # re-seeded one: that would make the gradient an affine copy of the first input).
+            # Every record is built, as msprobe does, and the first one is used.
             records = bwd_entry.get("input") or []
-            grad = build_value(records[0] if records else None, tensor_dir, api_name, built)
+            grads = build_value(records if isinstance(records, list) else [records], tensor_dir, api_name, built)
+            grad = grads[0] if grads else None
             bench_grad = grad
             if isinstance(grad, torch.Tensor) and grad.dtype in ex.RAISE:
                 bench_grad = grad.to(ex.RAISE[grad.dtype])
