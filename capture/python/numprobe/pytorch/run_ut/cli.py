@@ -78,6 +78,10 @@ def build_parser(prog, multi):
                    choices=range(1, 65), metavar="{1..64}", help="worker processes")
     p.add_argument("--routing", choices=["26.2", "list"], default="26.2",
                    help="accuracy-standard routing: msprobe 26.2 (default) or the older list-driven one")
+    p.add_argument("--seed-scope", dest="seed_scope", choices=["api", "run"], default="api",
+                   help="where torch's generator is seeded with 1234 for random data: before each API "
+                   "(default; rows do not depend on -n, -f, -csv_path or the lists) or once per process "
+                   "as msprobe does (statistics-mode rows then equal msprobe's single-process run)")
     return p
 
 
@@ -191,6 +195,10 @@ def main(argv: Optional[Sequence[str]] = None, prog: str = "run_ut", multi: bool
 
 
 def _run(args):
+    if args.seed_scope == "run" and args.num_splits > 1:
+        # Each API's draws depend on every API the process replayed before it, and workers
+        # take APIs in no fixed order.
+        raise OptionError("--seed-scope run replays on one process: use -n 1")
     white, black, error_root = read_config(args.config_path)
     forward, backward, tensor_dir = load_api_info(args.api_info_file)
     if args.filter_api:
@@ -225,7 +233,7 @@ def _run(args):
 
     skip = {row[0] for row in earlier}
     names = [n for n in forward if n not in skip]
-    job = Job(forward, backward, tensor_dir, white, black, args.routing)
+    job = Job(forward, backward, tensor_dir, white, black, args.routing, args.seed_scope)
     tally = Tally()
     # Appending record by record keeps an interrupted run resumable with -csv_path; utf-8-sig
     # writes no BOM when appending to a non-empty file.
