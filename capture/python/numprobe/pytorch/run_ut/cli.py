@@ -1,7 +1,9 @@
 """`python -m numprobe.pytorch run_ut|acc_check|multi_run_ut|multi_acc_check` with msprobe
 26.2's options."""
 import argparse
+import collections
 import csv
+import io
 import json
 import os
 import re
@@ -76,6 +78,10 @@ def build_parser(prog, multi):
                    choices=range(1, 65), metavar="{1..64}", help="worker processes")
     p.add_argument("--routing", choices=["26.2", "list"], default="26.2",
                    help="accuracy-standard routing: msprobe 26.2 (default) or the older list-driven one")
+    p.add_argument("--seed-scope", dest="seed_scope", choices=["api", "run"], default="api",
+                   help="where torch's generator is seeded with 1234 for random data: before each API "
+                   "(default; rows do not depend on -n, -f, -csv_path or the lists) or once per process "
+                   "as msprobe does (statistics-mode rows then equal msprobe's single-process run)")
     return p
 
 
@@ -106,9 +112,51 @@ def write_header(path, cells):
         csv.writer(f).writerow(cells)
 
 
-def done_names(result_path):
+def done_rows(result_path):
+    """The result records an interrupted run already wrote."""
     with open(result_path, encoding="utf-8-sig", newline="") as f:
-        return {row[0] for row in list(csv.reader(f))[1:] if row}
+        return [row for row in list(csv.reader(f))[1:] if row]
+
+
+# Statuses in the order the closing line lists them; others (none expected) follow sorted.
+STATUS_ORDER = ("error", "warning", "pass", "SKIP")
+NO_BACKWARD = " "
+
+
+class Tally:
+    """Forward and backward statuses of result records, counted apart: a backward error must
+    show in the closing line and the exit status even when every forward row passes."""
+
+    def __init__(self):
+        self.apis = 0
+        self.forward = collections.Counter()
+        self.backward = collections.Counter()
+
+    def add(self, cells):
+        self.apis += 1
+        self.forward[cells[1] if len(cells) > 1 else "?"] += 1
+        self.backward[cells[2] if len(cells) > 2 else NO_BACKWARD] += 1
+
+    def add_line(self, line):
+        for cells in csv.reader(io.StringIO(line)):
+            self.add(cells)
+
+    def errors(self):
+        return self.forward["error"] + self.backward["error"]
+
+    @staticmethod
+    def _counts(counter):
+        keys = [k for k in STATUS_ORDER if counter[k]]
+        keys += sorted(k for k in counter if k not in STATUS_ORDER and k != NO_BACKWARD and counter[k])
+        return ", ".join(f"{k} {counter[k]}" for k in keys) or "none"
+
+    def summary(self):
+        """`forward error 2, pass 410, SKIP 2; backward error 5, pass 32` (APIs with no
+        backward replayed are counted apart)."""
+        text = f"forward {self._counts(self.forward)}; backward {self._counts(self.backward)}"
+        if self.backward[NO_BACKWARD]:
+            text += f" (no backward: {self.backward[NO_BACKWARD]})"
+        return text
 
 
 def save_tensors(folder, prefix, element):
@@ -136,7 +184,8 @@ def save_tensors(folder, prefix, element):
 
 def main(argv: Optional[Sequence[str]] = None, prog: str = "run_ut", multi: bool = False) -> int:
     """Runs msprobe's run_ut (`multi`: multi_run_ut) on command-line arguments `argv`; the exit
-    status (2 for bad options or unreadable inputs)."""
+    status: 0 when no row is an error, 1 when a forward or backward row is, 2 for bad options
+    or unreadable inputs."""
     args = build_parser(prog, multi).parse_args(argv)
     try:
         return _run(args)
@@ -146,6 +195,10 @@ def main(argv: Optional[Sequence[str]] = None, prog: str = "run_ut", multi: bool
 
 
 def _run(args):
+    if args.seed_scope == "run" and args.num_splits > 1:
+        # Each API's draws depend on every API the process replayed before it, and workers
+        # take APIs in no fixed order.
+        raise OptionError("--seed-scope run replays on one process: use -n 1")
     white, black, error_root = read_config(args.config_path)
     forward, backward, tensor_dir = load_api_info(args.api_info_file)
     if args.filter_api:
@@ -162,7 +215,7 @@ def _run(args):
         for p in (result_path, details_path):
             if not os.path.isfile(p):
                 raise OptionError(f"{p}: no such file to continue")
-        skip = done_names(result_path)
+        earlier = done_rows(result_path)
     else:
         out = args.out_path or "./"
         os.makedirs(out, exist_ok=True)
@@ -170,7 +223,7 @@ def _run(args):
         details_path = os.path.join(out, f"accuracy_checking_details_{stamp}.csv")
         write_header(result_path, RESULT_HEADER[:4])
         write_header(details_path, _native.detail_header())
-        skip = set()
+        earlier = []
     error_dir = None
     if args.save_error_data:
         error_dir = os.path.join(error_root, f"ut_error_data{stamp}")
@@ -178,9 +231,10 @@ def _run(args):
     print(f"run_ut result will be saved in {result_path}", file=sys.stderr)
     print(f"run_ut details will be saved in {details_path}", file=sys.stderr)
 
+    skip = {row[0] for row in earlier}
     names = [n for n in forward if n not in skip]
-    job = Job(forward, backward, tensor_dir, white, black, args.routing)
-    counts = {}
+    job = Job(forward, backward, tensor_dir, white, black, args.routing, args.seed_scope)
+    tally = Tally()
     # Appending record by record keeps an interrupted run resumable with -csv_path; utf-8-sig
     # writes no BOM when appending to a non-empty file.
     with open(result_path, "a", encoding="utf-8-sig", newline="") as rf, \
@@ -190,8 +244,7 @@ def _run(args):
         def sink(name, lines, failed, tensors):
             result_line, detail_lines = lines
             out.add(result_line, detail_lines)
-            status = result_line.split(",")[1] if "," in result_line else "?"
-            counts[status] = counts.get(status, 0) + 1
+            tally.add_line(result_line)
             if error_dir and failed and tensors:
                 for part, element in tensors.items():
                     save_tensors(error_dir, f"{name}.{part}", element)
@@ -200,6 +253,12 @@ def _run(args):
             run_all(job, names, sink, args.num_splits, keep_tensors=error_dir is not None)
         finally:
             out.flush()
-    summary = ", ".join(f"{k}: {v}" for k, v in sorted(counts.items()))
-    print(f"run_ut replayed {len(names)} APIs ({summary}); results in {result_path}", file=sys.stderr)
-    return 0
+    print(f"run_ut replayed {tally.apis} APIs: {tally.summary()}; results in {result_path}", file=sys.stderr)
+    # The exit status judges the whole result file, so a resumed run still reports the errors
+    # of the part written before the interruption.
+    before = Tally()
+    for row in earlier:
+        before.add(row)
+    if before.apis:
+        print(f"run_ut: {before.apis} APIs were in the result file already: {before.summary()}", file=sys.stderr)
+    return 1 if tally.errors() or before.errors() else 0

@@ -180,11 +180,13 @@ def build_inputs(entry, tensor_dir, api_name):
         if isinstance(rec.get("Min"), (int, float)) and rec["Min"] <= 0:
             rec["Min"] = 0
         entry_args[1] = rec
-    args = [build_value(a, tensor_dir, api_name, built) for a in entry_args]
+    # Keyword arguments are drawn before positional ones: msprobe's order, so a statistics-mode
+    # API's random inputs are the ones msprobe draws from the same generator state.
     kwargs = {
         k: build_value(v, tensor_dir, api_name, built)
         for k, v in (entry.get("input_kwargs") or {}).items()
     }
+    args = [build_value(a, tensor_dir, api_name, built) for a in entry_args]
     return args, kwargs, built
 
 

@@ -96,18 +96,26 @@ def _seed():
     """torch.manual_seed(SEED) for a replay on the CPU: the CPU generator is the only one the
     replay draws from. (torch.manual_seed also queues the seed for CUDA, XPU and MTIA until
     they start, each time with a formatted copy of the call stack: tens of microseconds per
-    API, more the deeper the caller.)"""
+    API, more the deeper the caller.)
+
+    By default seeded once per API, before its first draw: every later draw of the API (random
+    APIs run on the golden and on the device, then the output gradients) continues the same
+    stream in msprobe's order, so none repeats the input draws, and an API's rows do not depend
+    on which APIs ran before it (-n, -f, -csv_path and white lists leave them unchanged).
+    msprobe seeds once per process; seed scope "run" (Job) does the same."""
     torch.default_generator.manual_seed(SEED)
 
 
-def execute_api(name, entry, bwd_entry, tensor_dir, timer=None):
-    """Re-runs one forward entry (and its backward); raises on failure."""
+def execute_api(name, entry, bwd_entry, tensor_dir, timer=None, seed=True):
+    """Re-runs one forward entry (and its backward); raises on failure. Without `seed` the
+    draws continue the generator's stream (seed scope "run")."""
     t0 = time.perf_counter()
     api_type, api_name = split_api_name(name)
     fn = ex.resolve(api_type, api_name)
     if fn is None:
         raise ex.UnsupportedApi(f"API {name} not support for acc_check. SKIP.")
-    _seed()
+    if seed:
+        _seed()
     args, kwargs, built = build_inputs(entry, tensor_dir, api_name)
     message = ""
     need_grad = "out" not in (entry.get("input_kwargs") or {})
@@ -134,8 +142,8 @@ def execute_api(name, entry, bwd_entry, tensor_dir, timer=None):
     device = rerun_out = None
     if saved is None or need_backward:
         # Re-run in the original dtypes: the device output when none was saved, and the graph
-        # the device gradients come from.
-        _seed()
+        # the device gradients come from. Not re-seeded: a random API draws on from where the
+        # golden left the stream, as msprobe's device run does after its CPU golden.
         device = ex.prepare(args, kwargs, api_name, need_backward)
         rerun_out = ex.call(fn, device, device_autocast)
     device_out = rerun_out
@@ -151,8 +159,12 @@ def execute_api(name, entry, bwd_entry, tensor_dir, timer=None):
         if grad_index is None and isinstance(bench_out, (list, tuple)):
             message += MULTIPLE_BACKWARD
         else:
+            # Drawn after the forward runs, from the stream the inputs left off (not from a
+            # re-seeded one: that would make the gradient an affine copy of the first input).
+            # Every record is built, as msprobe does, and the first one is used.
             records = bwd_entry.get("input") or []
-            grad = build_value(records[0] if records else None, tensor_dir, api_name, built)
+            grads = build_value(records if isinstance(records, list) else [records], tensor_dir, api_name, built)
+            grad = grads[0] if grads else None
             bench_grad = grad
             if isinstance(grad, torch.Tensor) and grad.dtype in ex.RAISE:
                 bench_grad = grad.to(ex.RAISE[grad.dtype])
@@ -222,13 +234,17 @@ class Job:
 
     def __init__(self, forward: Dict[str, Dict[str, Any]], backward: Dict[str, Dict[str, Any]],
                  tensor_dir: Optional[str], white_list: Optional[Sequence[str]],
-                 black_list: Optional[Sequence[str]], routing: str = "26.2") -> None:
+                 black_list: Optional[Sequence[str]], routing: str = "26.2", seed_scope: str = "api") -> None:
         self.forward = forward
         self.backward = backward
         self.tensor_dir = tensor_dir
         self.white_list = list(white_list or [])
         self.black_list = list(black_list or []) + ex.UNSUPPORTED_APIS
         self.routing = routing
+        # "api": seeded before each API; "run": once per process, before its first API, so the
+        # draws run on across APIs in dump order as in msprobe's acc_check.
+        self.seed_scope = seed_scope
+        self._seeded = False
 
     def _skip_reason(self, name):
         prefix = name.split(".")[0]
@@ -248,7 +264,11 @@ class Job:
         if reason is not None:
             return ApiResult.skipped(name, reason)
         try:
-            return execute_api(name, self.forward[name], self.backward.get(name), self.tensor_dir, timer)
+            if self.seed_scope == "run" and not self._seeded:
+                _seed()
+                self._seeded = True
+            return execute_api(name, self.forward[name], self.backward.get(name), self.tensor_dir, timer,
+                               seed=self.seed_scope != "run")
         except Exception as e:  # noqa: BLE001 - any failure of one API is that API's SKIP row
             return ApiResult.skipped(name, str(e))
 
