@@ -433,10 +433,11 @@ pub fn run(opts: &CompareOptions, progress: &dyn Progress) -> Result<CompareOutc
     let npu_json = read_json(&npu_path)?;
     let bench_json = read_json(&bench_path)?;
     let stack_path = npu_path.with_file_name("stack.json");
-    let stack = if stack_path.is_file() {
-        Some(read_json(&stack_path)?)
-    } else {
-        None
+    // stack.json is optional, but only when absent: a FIFO, directory or device under that
+    // name is refused by read_json (naming what it is) rather than silently skipped.
+    let stack = match std::fs::symlink_metadata(&stack_path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+        _ => Some(read_json(&stack_path)?),
     };
     let mopts = MatchOptions {
         fuzzy: opts.fuzzy_match,
@@ -527,8 +528,8 @@ pub struct DumpDirSource {
 }
 
 impl TensorSource for DumpDirSource {
-    /// Reads the file; dtypes the metrics do not read (complex, float8, wide unsigned) are
-    /// reported unreadable.
+    /// Reads the file; dtypes the metrics do not take are refused by
+    /// [`tensor_row`](crate::table::tensor_row), which knows the row.
     fn load(
         &self,
         npu: bool,
@@ -538,15 +539,7 @@ impl TensorSource for DumpDirSource {
         // The one rule every reader of a dump applies: a plain file name, no link out of the
         // directory, no FIFO or device file (which would block or never end).
         let path = dumpfmt::layout::resolve_data_name(dir, data_name).map_err(|e| e.to_string())?;
-        let t = dumpfmt::tensor::read_tensor(&path).map_err(|e| e.to_string())?;
-        if !crate::tensor::is_compared(t.dtype()) {
-            return Err(format!(
-                "{}: dtype {:?} is not compared",
-                path.display(),
-                t.dtype()
-            ));
-        }
-        Ok(t)
+        dumpfmt::tensor::read_tensor(&path).map_err(|e| e.to_string())
     }
 }
 
@@ -700,8 +693,9 @@ fn parse_row(line: &str) -> Option<((String, String), JournalRow)> {
 }
 
 impl Journal {
-    /// v2: rows carry the tensor files' identities (v1 journals are started afresh).
-    const MAGIC: &'static str = "numprobe-compare-progress v2";
+    /// v2: rows carry the tensor files' identities; v3: rows of uncompared dtypes have their
+    /// own message (older journals are started afresh, so a resumed table equals a fresh one).
+    const MAGIC: &'static str = "numprobe-compare-progress v3";
 
     /// Opens the journal for tensors that are not files (rows keyed on the names alone);
     /// with `resume`, loads the rows of a previous run of the same pair (`identity`),
