@@ -366,6 +366,36 @@ fn read_json(path: &Path) -> Result<Value> {
     Ok(dumpfmt::json::parse_file(path)?)
 }
 
+/// Name of the lock file [`run`] holds in its output directory.
+pub const LOCK_NAME: &str = "compare.lock";
+
+/// Takes the exclusive lock of `out_dir` for one [`run`] (released when the returned file is
+/// dropped, or by the system when the process dies, SIGKILL included, so no stale lock stays).
+/// Without it, a second compare writing to the same directory truncates the first one's
+/// `compare_progress.tsv` and both write rows over each other at their own offsets; the tables
+/// and summary.md are renamed into place whole, so those stay complete either way.
+fn lock_out_dir(out_dir: &Path) -> Result<std::fs::File> {
+    let path = out_dir.join(LOCK_NAME);
+    dumpfmt::outfile::check_target(&path)?;
+    let mut o = std::fs::OpenOptions::new();
+    o.create(true).write(true).truncate(false);
+    #[cfg(unix)]
+    {
+        // A link or FIFO planted after the check is refused, not followed or waited on.
+        use std::os::unix::fs::OpenOptionsExt;
+        o.custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK);
+    }
+    let file = o.open(&path).map_err(|e| Error::io(&path, e))?;
+    match file.try_lock() {
+        Ok(()) => Ok(file),
+        Err(std::fs::TryLockError::WouldBlock) => Err(Error::Usage(format!(
+            "another compare is writing to {} (it holds {LOCK_NAME}); wait for it or choose another --out",
+            out_dir.display()
+        ))),
+        Err(std::fs::TryLockError::Error(e)) => Err(Error::io(&path, e)),
+    }
+}
+
 /// `YYYYMMDDHHMMSS` of now in local time, as msprobe names its files (UTC where the local
 /// zone cannot be read).
 pub fn timestamp_now() -> String {
@@ -458,6 +488,8 @@ pub fn run(opts: &CompareOptions, progress: &dyn Progress) -> Result<CompareOutc
             .transpose()?,
     };
     std::fs::create_dir_all(&opts.out_dir).map_err(|e| Error::io(&opts.out_dir, e))?;
+    // Held to the end of the run: the journal below is truncated and appended to in place.
+    let _lock = lock_out_dir(&opts.out_dir)?;
     let data_dir = |p: &Path| p.with_file_name("dump_tensor_data");
     let source = DumpDirSource {
         npu_dir: data_dir(&npu_path),
