@@ -381,6 +381,80 @@ fn fifos_never_block_any_command() {
     );
 }
 
+/// stack.json is optional when absent, but a FIFO, directory or device under that name beside
+/// dump.json is a broken dump: compare cannot do its job (2) and says which file and what it
+/// is, instead of skipping it and writing a table without stacks.
+#[cfg(unix)]
+#[test]
+fn a_stack_json_that_is_not_a_file_is_refused_by_compare() {
+    let tmp = tempfile::tempdir().unwrap();
+    let g = tensor_dump(&tmp.path().join("golden"), INPUT);
+    type Plant = fn(&Path);
+    let cases: [(&str, Plant, &str); 3] = [
+        ("fifo", |p| mkfifo(p), "FIFO"),
+        ("dir", |p| std::fs::create_dir(p).unwrap(), "directory"),
+        (
+            "device",
+            |p| std::os::unix::fs::symlink("/dev/null", p).unwrap(),
+            "character device",
+        ),
+    ];
+    for (label, plant, what) in cases {
+        let t = tensor_dump(&tmp.path().join(label), INPUT);
+        plant(&t.join("stack.json"));
+        let out = tmp.path().join(format!("out_{label}"));
+        let (r, csv) = compare(&t, &g, &out);
+        assert_run(&r, 2, &["stack.json", what]);
+        assert!(csv.is_empty(), "{label}: a table was written:\n{csv}");
+    }
+    // Absent, it stays optional (a_clean_pair_passes_and_exits_0 has none either).
+    let t = tensor_dump(&tmp.path().join("absent"), INPUT);
+    assert!(!t.join("stack.json").exists());
+    let (r, _) = compare(&t, &g, &tmp.path().join("out_absent"));
+    assert_run(&r, 0, &[]);
+}
+
+/// A readable tensor of a dtype compare does not take (here complex64, on both sides) is an
+/// `error` row that says so and names the file, not msprobe's "not found or read failed"
+/// (the file was found and read).
+#[test]
+fn a_tensor_of_an_uncompared_dtype_is_an_error_row_that_says_so() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut dumps = Vec::new();
+    for side in ["target", "golden"] {
+        let d = tensor_dump(&tmp.path().join(side), INPUT);
+        // [1+0j, 2+0j] as complex64: interleaved (re, im) float32 pairs.
+        let bytes: Vec<u8> = [1.0f32, 0.0, 2.0, 0.0]
+            .iter()
+            .flat_map(|v| v.to_le_bytes())
+            .collect();
+        let view = TensorView::new(DType::C64, &[2], &bytes).unwrap();
+        dumpfmt::pt::write(&d.join("dump_tensor_data").join(INPUT), view, "cpu").unwrap();
+        let json = std::fs::read_to_string(d.join("dump.json")).unwrap();
+        let json = json.replacen("torch.float32", "torch.complex64", 1);
+        std::fs::write(d.join("dump.json"), json).unwrap();
+        dumps.push(d);
+    }
+    let out = tmp.path().join("out");
+    let (r, csv) = compare(&dumps[0], &dumps[1], &out);
+    assert_run(
+        &r,
+        1,
+        &["| error | 1 | 1 |", "1 rows could not be compared"],
+    );
+    let line = row(&csv, "Torch.add.0.forward.input.0");
+    assert!(line.contains(",error,"), "{line}");
+    assert!(
+        line.contains(&format!("Dtype not compared: target {INPUT} is complex64")),
+        "{line}"
+    );
+    assert!(!line.contains("not found or read failed"), "{line}");
+    assert!(
+        row(&csv, "Torch.add.0.forward.output.0").contains(",pass,"),
+        "{csv}"
+    );
+}
+
 #[test]
 fn stride0_and_oversize_views_are_refused_not_allocated() {
     for (f, numel) in [

@@ -473,6 +473,7 @@ fn compare_refuses_planted_links_at_its_outputs() {
         ("compare_result_20261201000000.xlsx", &["--xlsx"][..]),
         ("summary.md", &[][..]),
         ("compare_progress.tsv", &[][..]),
+        ("compare.lock", &[][..]),
     ] {
         let d = tempfile::tempdir().unwrap();
         let out = d.path().join("out");

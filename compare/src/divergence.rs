@@ -51,8 +51,8 @@ pub struct Summary {
     pub propagators: Vec<String>,
     /// Keys of later calls that are producers themselves (independent differences).
     pub other_producers: Vec<String>,
-    /// Tensor mode: rows whose tensor files could not be read (row name, message); each is an
-    /// `error` row, and none of them counts as agreement.
+    /// Tensor mode: rows whose tensor files could not be read or are of a dtype the metrics do
+    /// not take (row name, message); each is an `error` row, and none counts as agreement.
     pub unreadable: Vec<(String, String)>,
 }
 
@@ -288,7 +288,7 @@ pub fn summarize(t: &Table, npu: &Dump, tol: f64) -> Summary {
         .metric_messages
         .iter()
         .enumerate()
-        .filter(|(_, m)| crate::tensor::is_read_failure_message(m))
+        .filter(|(_, m)| crate::tensor::is_not_compared_message(m))
         .map(|(r, m)| (t.rows[r][0].py_str(), m.clone()))
         .collect();
     Summary {
@@ -330,14 +330,14 @@ impl Summary {
         ));
         if let Some((name, msg)) = self.unreadable.first() {
             s.push_str(&format!(
-                "{} rows could not be compared: their tensor files could not be read (Result error). First: `{name}`: {msg}\n\n",
+                "{} rows could not be compared: their tensor files could not be read or are of a dtype compare does not take (Result error). First: `{name}`: {msg}\n\n",
                 self.unreadable.len()
             ));
         }
         s.push_str("## First divergence\n\n");
         match &self.producer {
             None if !self.unreadable.is_empty() => s.push_str(&format!(
-                "None among the rows that could be compared; {} rows could not be read.\n",
+                "None among the rows that could be compared; {} rows could not be compared.\n",
                 self.unreadable.len()
             )),
             None => s.push_str("None: every matched API agrees with the golden run.\n"),

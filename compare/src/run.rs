@@ -366,6 +366,36 @@ fn read_json(path: &Path) -> Result<Value> {
     Ok(dumpfmt::json::parse_file(path)?)
 }
 
+/// Name of the lock file [`run`] holds in its output directory.
+pub const LOCK_NAME: &str = "compare.lock";
+
+/// Takes the exclusive lock of `out_dir` for one [`run`] (released when the returned file is
+/// dropped, or by the system when the process dies, SIGKILL included, so no stale lock stays).
+/// Without it, a second compare writing to the same directory truncates the first one's
+/// `compare_progress.tsv` and both write rows over each other at their own offsets; the tables
+/// and summary.md are renamed into place whole, so those stay complete either way.
+fn lock_out_dir(out_dir: &Path) -> Result<std::fs::File> {
+    let path = out_dir.join(LOCK_NAME);
+    dumpfmt::outfile::check_target(&path)?;
+    let mut o = std::fs::OpenOptions::new();
+    o.create(true).write(true).truncate(false);
+    #[cfg(unix)]
+    {
+        // A link or FIFO planted after the check is refused, not followed or waited on.
+        use std::os::unix::fs::OpenOptionsExt;
+        o.custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK);
+    }
+    let file = o.open(&path).map_err(|e| Error::io(&path, e))?;
+    match file.try_lock() {
+        Ok(()) => Ok(file),
+        Err(std::fs::TryLockError::WouldBlock) => Err(Error::Usage(format!(
+            "another compare is writing to {} (it holds {LOCK_NAME}); wait for it or choose another --out",
+            out_dir.display()
+        ))),
+        Err(std::fs::TryLockError::Error(e)) => Err(Error::io(&path, e)),
+    }
+}
+
 /// `YYYYMMDDHHMMSS` of now in local time, as msprobe names its files (UTC where the local
 /// zone cannot be read).
 pub fn timestamp_now() -> String {
@@ -433,10 +463,11 @@ pub fn run(opts: &CompareOptions, progress: &dyn Progress) -> Result<CompareOutc
     let npu_json = read_json(&npu_path)?;
     let bench_json = read_json(&bench_path)?;
     let stack_path = npu_path.with_file_name("stack.json");
-    let stack = if stack_path.is_file() {
-        Some(read_json(&stack_path)?)
-    } else {
-        None
+    // stack.json is optional, but only when absent: a FIFO, directory or device under that
+    // name is refused by read_json (naming what it is) rather than silently skipped.
+    let stack = match std::fs::symlink_metadata(&stack_path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+        _ => Some(read_json(&stack_path)?),
     };
     let mopts = MatchOptions {
         fuzzy: opts.fuzzy_match,
@@ -457,6 +488,8 @@ pub fn run(opts: &CompareOptions, progress: &dyn Progress) -> Result<CompareOutc
             .transpose()?,
     };
     std::fs::create_dir_all(&opts.out_dir).map_err(|e| Error::io(&opts.out_dir, e))?;
+    // Held to the end of the run: the journal below is truncated and appended to in place.
+    let _lock = lock_out_dir(&opts.out_dir)?;
     let data_dir = |p: &Path| p.with_file_name("dump_tensor_data");
     let source = DumpDirSource {
         npu_dir: data_dir(&npu_path),
@@ -527,8 +560,8 @@ pub struct DumpDirSource {
 }
 
 impl TensorSource for DumpDirSource {
-    /// Reads the file; dtypes the metrics do not read (complex, float8, wide unsigned) are
-    /// reported unreadable.
+    /// Reads the file; dtypes the metrics do not take are refused by
+    /// [`tensor_row`](crate::table::tensor_row), which knows the row.
     fn load(
         &self,
         npu: bool,
@@ -538,15 +571,7 @@ impl TensorSource for DumpDirSource {
         // The one rule every reader of a dump applies: a plain file name, no link out of the
         // directory, no FIFO or device file (which would block or never end).
         let path = dumpfmt::layout::resolve_data_name(dir, data_name).map_err(|e| e.to_string())?;
-        let t = dumpfmt::tensor::read_tensor(&path).map_err(|e| e.to_string())?;
-        if !crate::tensor::is_compared(t.dtype()) {
-            return Err(format!(
-                "{}: dtype {:?} is not compared",
-                path.display(),
-                t.dtype()
-            ));
-        }
-        Ok(t)
+        dumpfmt::tensor::read_tensor(&path).map_err(|e| e.to_string())
     }
 }
 
@@ -700,8 +725,9 @@ fn parse_row(line: &str) -> Option<((String, String), JournalRow)> {
 }
 
 impl Journal {
-    /// v2: rows carry the tensor files' identities (v1 journals are started afresh).
-    const MAGIC: &'static str = "numprobe-compare-progress v2";
+    /// v2: rows carry the tensor files' identities; v3: rows of uncompared dtypes have their
+    /// own message (older journals are started afresh, so a resumed table equals a fresh one).
+    const MAGIC: &'static str = "numprobe-compare-progress v3";
 
     /// Opens the journal for tensors that are not files (rows keyed on the names alone);
     /// with `resume`, loads the rows of a previous run of the same pair (`identity`),

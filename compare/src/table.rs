@@ -145,6 +145,13 @@ pub fn tensor_row(
             mapped: t.is_mapped(),
         }
     }
+    // Checked here, not in the loader, so that the message names the file and is not
+    // msprobe's "not found or read failed" (the file was read).
+    for (side, leaf, t) in [("target", npu, &n), ("golden", bench, &b)] {
+        if !crate::tensor::is_compared(t.dtype()) {
+            return TensorResult::uncompared_dtype(side, &leaf.data_name, t.dtype());
+        }
+    }
     compare_operands_on(&operand(&n), &operand(&b), engine)
 }
 
@@ -370,11 +377,11 @@ pub fn judge(t: &mut Table) {
         .into_iter()
         .map(|v| v.expect("every row judged"))
         .collect();
-    // A tensor that could not be read is never agreement: msprobe's rules above see only
-    // `unsupported` cells and would pass the row.
+    // A tensor that could not be read, or not compared for its dtype, is never agreement:
+    // msprobe's rules above see only `unsupported` cells and would pass the row.
     if t.mode == Mode::Tensor {
         for (v, msg) in t.verdicts.iter_mut().zip(&t.metric_messages) {
-            if crate::tensor::is_read_failure_message(msg) {
+            if crate::tensor::is_not_compared_message(msg) {
                 v.raise(Level::Error, msg);
             }
         }

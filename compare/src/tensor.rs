@@ -18,8 +18,8 @@ use crate::cell::Cell;
 use crate::pyfmt::{fmt12, round_places};
 
 /// Whether the metrics read tensors of `dtype`: bool, the signed integers, uint8 and the real
-/// floats but float8, the dtypes msprobe's numpy path computes on. Files of the others
-/// (complex, float8, wider unsigned) are reported unreadable.
+/// floats but float8, the dtypes msprobe's numpy path computes on. Rows of the others
+/// (complex, float8, wider unsigned) are `error` rows saying so ([`TensorResult::uncompared_dtype`]).
 pub fn is_compared(dtype: DType) -> bool {
     matches!(
         dtype,
@@ -192,6 +192,42 @@ pub const READ_FAILED_PREFIX: &str = "Dump file: ";
 pub fn is_read_failure_message(msg: &str) -> bool {
     msg.starts_with(READ_FAILED_PREFIX) && msg.contains(" not found or read failed")
 }
+
+/// Start of the message of a row whose tensor was read but has a dtype the metrics do not
+/// take. msprobe has no message for this case (it turns float8 into float32 and hands the
+/// others to numpy as they are), so the wording is numprobe's; it must not say "not found or
+/// read failed", which is false.
+pub const UNCOMPARED_DTYPE_PREFIX: &str = "Dtype not compared: ";
+
+/// Whether a metric message says a tensor's dtype is not compared.
+pub fn is_uncompared_dtype_message(msg: &str) -> bool {
+    msg.starts_with(UNCOMPARED_DTYPE_PREFIX)
+}
+
+/// Whether a row has no metrics because a tensor could not be read or is of a dtype the
+/// metrics do not take: never agreement, always an `error` row.
+pub fn is_not_compared_message(msg: &str) -> bool {
+    is_read_failure_message(msg) || is_uncompared_dtype_message(msg)
+}
+
+impl TensorResult {
+    /// A row whose `side` ("target" or "golden") tensor `data_name` was read but is of a dtype
+    /// that [`is_compared`] refuses.
+    pub fn uncompared_dtype(side: &str, data_name: &str, dtype: DType) -> TensorResult {
+        TensorResult::filled(
+            "unsupported",
+            &format!(
+                "{UNCOMPARED_DTYPE_PREFIX}{side} {data_name} is {}; {COMPARED_DTYPES}.",
+                dtype.numpy_name()
+            ),
+            true,
+        )
+    }
+}
+
+/// The dtypes the metrics take, in words, for the messages of the others.
+const COMPARED_DTYPES: &str =
+    "compare takes bool, int8 to int64, uint8, float16, bfloat16, float32 and float64";
 
 impl TensorResult {}
 
@@ -733,7 +769,10 @@ fn compare_tensors_with(
         let d = if is_compared(nd) { bd } else { nd };
         return TensorResult::filled(
             "unsupported",
-            &format!("Dtype {d:?} is not compared."),
+            &format!(
+                "{UNCOMPARED_DTYPE_PREFIX}{}; {COMPARED_DTYPES}.",
+                d.numpy_name()
+            ),
             true,
         );
     }
@@ -1134,7 +1173,11 @@ mod tests {
     fn dtypes_the_metrics_do_not_read_give_an_unsupported_row() {
         let a = bytes_f32(&[1.0, 2.0]);
         let got = compare_tensors(&view(DType::F32, &[2], &a), &view(DType::C64, &[1], &a));
-        assert_eq!(got.err_msg, "Dtype C64 is not compared.");
+        assert_eq!(
+            got.err_msg,
+            format!("Dtype not compared: complex64; {COMPARED_DTYPES}.")
+        );
+        assert!(is_not_compared_message(&got.err_msg));
         assert_eq!(got.values[0], Cell::s("unsupported"));
         assert!(got.error_flag);
     }
