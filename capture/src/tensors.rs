@@ -135,12 +135,6 @@ mod tests {
     use super::*;
     use std::process::Command;
 
-    fn python() -> PathBuf {
-        std::env::var_os("NUMPROBE_PYTHON")
-            .map(PathBuf::from)
-            .unwrap_or_else(|| PathBuf::from("/var/cache/numprobe/venv/bin/python"))
-    }
-
     /// Deterministic bytes that are valid elements of `dtype` (bool only 0/1).
     fn sample_bytes(dtype: DType, numel: usize) -> Vec<u8> {
         let n = numel * dtype.size();
@@ -221,7 +215,7 @@ for line in open(os.path.join(root, "manifest.txt")):
         a = np.frombuffer(raw, descr)
     np.save(os.path.join(root, "np", i + ".npy"), a.reshape(shape))
 "#;
-        let py = python();
+        let py = testsupport::python();
         let out = Command::new(&py)
             .arg("-c")
             .arg(script)
