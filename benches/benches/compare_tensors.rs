@@ -13,21 +13,13 @@ use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_m
 use dumpfmt::TensorView;
 use half::bf16;
 
-/// Deterministic bench values and an NPU copy with ~1e-3 relative noise.
+/// The pair of the accuracy benches, as float32 (bench, NPU).
 fn pair(n: usize) -> (Vec<f32>, Vec<f32>) {
-    let mut s = 0x9E37_79B9_7F4A_7C15u64;
-    let mut next = || {
-        s ^= s << 13;
-        s ^= s >> 7;
-        s ^= s << 17;
-        (s >> 11) as f64 / (1u64 << 53) as f64
-    };
-    (0..n)
-        .map(|_| {
-            let b = (next() + next() + next() - 1.5) * 2.0;
-            (b as f32, (b * (1.0 + (next() - 0.5) * 2e-3)) as f32)
-        })
-        .unzip()
+    let (b, d) = numprobe_benches::noisy_pair(n);
+    (
+        b.iter().map(|&x| x as f32).collect(),
+        d.iter().map(|&x| x as f32).collect(),
+    )
 }
 
 fn bench(c: &mut Criterion) {

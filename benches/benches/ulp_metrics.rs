@@ -27,22 +27,7 @@ use ulp::{
     fp8_ulp_errors,
 };
 
-/// Deterministic, roughly normal benchmark values and a device copy with ~1e-3 relative noise.
-fn pair(n: usize) -> (Vec<f64>, Vec<f64>) {
-    let mut s = 0x9E37_79B9_7F4A_7C15u64;
-    let mut next = || {
-        s ^= s << 13;
-        s ^= s >> 7;
-        s ^= s << 17;
-        (s >> 11) as f64 / (1u64 << 53) as f64
-    };
-    (0..n)
-        .map(|_| {
-            let b = (next() + next() + next() - 1.5) * 2.0;
-            (b, b * (1.0 + (next() - 0.5) * 2e-3))
-        })
-        .unzip()
-}
+use numprobe_benches::noisy_pair as pair;
 
 fn sizes() -> Vec<(&'static str, usize)> {
     let mut v = vec![("64Ki", 64 << 10), ("1Mi", 1 << 20), ("16Mi", 16 << 20)];
