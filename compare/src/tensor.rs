@@ -11,15 +11,16 @@ pub use gpu::Engine;
 
 use half::f16;
 use half::slice::HalfFloatSliceExt;
-use numprobe_tensor::{DType, TensorView, bf16};
+use numprobe_tensor::{DType, TensorView, bf16, float8};
 use rayon::prelude::*;
 
 use crate::cell::Cell;
 use crate::pyfmt::{fmt12, round_places};
 
 /// Whether the metrics read tensors of `dtype`: bool, the signed integers, uint8 and the real
-/// floats but float8, the dtypes msprobe's numpy path computes on. Rows of the others
-/// (complex, float8, wider unsigned) are `error` rows saying so ([`TensorResult::uncompared_dtype`]).
+/// floats, the dtypes msprobe's numpy path computes on (bfloat16 and float8 widened to float32
+/// first, as msprobe does before numpy sees them). Rows of the others (complex, wider unsigned)
+/// are `error` rows saying so ([`TensorResult::uncompared_dtype`]).
 pub fn is_compared(dtype: DType) -> bool {
     matches!(
         dtype,
@@ -31,18 +32,19 @@ pub fn is_compared(dtype: DType) -> bool {
             | DType::I64
             | DType::F16
             | DType::BF16
+            | DType::F8E4M3FN
+            | DType::F8E5M2
             | DType::F32
             | DType::F64
     )
 }
 
-/// The numpy dtype msprobe computes on for a tensor stored as `dtype`: bfloat16 becomes
-/// float32 when the file is read (numpy has no bfloat16); every other dtype stays.
+/// The numpy dtype msprobe computes on for a tensor stored as `dtype`: bfloat16 and float8
+/// become float32 when the file is read (numpy has neither); every other dtype stays.
 fn numpy_dtype(dtype: DType) -> DType {
-    if dtype == DType::BF16 {
-        DType::F32
-    } else {
-        dtype
+    match dtype {
+        DType::BF16 | DType::F8E4M3FN | DType::F8E5M2 => DType::F32,
+        other => other,
     }
 }
 
@@ -85,6 +87,8 @@ impl<'a> Operand<'a> {
         match self.dtype() {
             DType::F16 => f16::from_le_bytes([b[0], b[1]]).to_f64(),
             DType::BF16 => bf16::from_le_bytes([b[0], b[1]]).to_f64(),
+            DType::F8E4M3FN => f64::from(float8::e4m3fn_to_f32(b[0])),
+            DType::F8E5M2 => f64::from(float8::e5m2_to_f32(b[0])),
             DType::F32 => f32::from_le_bytes(b.try_into().unwrap()) as f64,
             DType::F64 => f64::from_le_bytes(b.try_into().unwrap()),
             DType::I8 => b[0] as i8 as f64,
@@ -227,7 +231,7 @@ impl TensorResult {
 
 /// The dtypes the metrics take, in words, for the messages of the others.
 const COMPARED_DTYPES: &str =
-    "compare takes bool, int8 to int64, uint8, float16, bfloat16, float32 and float64";
+    "compare takes bool, int8 to int64, uint8, float8, float16, bfloat16, float32 and float64";
 
 impl TensorResult {}
 
@@ -559,7 +563,7 @@ impl FloatBits for f32 {
 /// and the metric loop.
 const SUB: usize = 2048;
 
-/// Decodes the elements in `bytes` of an fp16/bf16/fp32 tensor into `out` as f32 (exact;
+/// Decodes the elements in `bytes` of an fp16/bf16/fp8/fp32 tensor into `out` as f32 (exact;
 /// `out` holds `bytes.len() / dtype.size()` values). With `F16C` (a caller compiled for and
 /// dispatched on a CPU with AVX2 and F16C) fp16 goes through [`decode_f16_f16c`]; otherwise
 /// through half's slice conversion, or element by element where the bytes are not aligned for
@@ -597,7 +601,17 @@ fn decode_f32<const F16C: bool>(dtype: DType, bytes: &[u8], out: &mut [f32]) {
                 *o = f32::from_bits(u32::from(u16::from_le_bytes([c[0], c[1]])) << 16);
             }
         }
-        _ => unreachable!("only fp16/bf16/fp32 take the f32 path"),
+        DType::F8E4M3FN => {
+            for (o, &c) in out.iter_mut().zip(bytes) {
+                *o = float8::e4m3fn_to_f32(c);
+            }
+        }
+        DType::F8E5M2 => {
+            for (o, &c) in out.iter_mut().zip(bytes) {
+                *o = float8::e5m2_to_f32(c);
+            }
+        }
+        _ => unreachable!("only fp16/bf16/fp8/fp32 take the f32 path"),
     }
 }
 
@@ -1167,6 +1181,51 @@ mod tests {
         let got = compare_tensors(&view(DType::F32, &[2], &a), &view(DType::F64, &[2], &b));
         assert_eq!(got.err_msg, "Dtype of NPU and bench tensor do not match.");
         assert_eq!(got.values[2], Cell::Float(0.0));
+    }
+
+    /// msprobe widens float8 tensors to float32 before numpy sees them: a float8 pair (and
+    /// float8 against float32) gives exactly the row of the widened float32 tensors, with NaN
+    /// and ±Inf at the same places zeroed as msprobe does, at sizes that span several chunks.
+    #[test]
+    fn float8_rows_are_those_of_their_float32_widening() {
+        for (dt, widen) in [
+            (DType::F8E4M3FN, float8::e4m3fn_to_f32 as fn(u8) -> f32),
+            (DType::F8E5M2, float8::e5m2_to_f32),
+        ] {
+            for n in [2usize, 1000, CHUNK + 77] {
+                // Every byte value in turn (NaN and, for e5m2, ±Inf included) on the NPU side; the
+                // bench side the same bytes with some finite ones nudged, so the metrics are not 0.
+                let npu: Vec<u8> = (0..n).map(|i| (i * 37 % 256) as u8).collect();
+                let bench: Vec<u8> = npu
+                    .iter()
+                    .enumerate()
+                    .map(|(i, &b)| {
+                        if widen(b).is_finite() && widen(b ^ 1).is_finite() && i % 3 == 0 {
+                            b ^ 1
+                        } else {
+                            b
+                        }
+                    })
+                    .collect();
+                let f32_of = |v: &[u8]| bytes_f32(&v.iter().map(|&b| widen(b)).collect::<Vec<_>>());
+                let shape = [n];
+                let want = compare_tensors(
+                    &view(DType::F32, &shape, &f32_of(&npu)),
+                    &view(DType::F32, &shape, &f32_of(&bench)),
+                );
+                let got = compare_tensors(&view(dt, &shape, &npu), &view(dt, &shape, &bench));
+                assert_eq!(got.values, want.values, "{dt:?} n={n}");
+                assert_eq!(got.err_msg, want.err_msg, "{dt:?} n={n}");
+                assert!(!is_not_compared_message(&got.err_msg), "{}", got.err_msg);
+                // Against a float32 bench: the same numpy dtype, so no dtype message either.
+                let mixed = compare_tensors(
+                    &view(dt, &shape, &npu),
+                    &view(DType::F32, &shape, &f32_of(&bench)),
+                );
+                assert_eq!(mixed.values, want.values, "{dt:?} n={n} vs f32");
+                assert_eq!(mixed.err_msg, want.err_msg, "{dt:?} n={n} vs f32");
+            }
+        }
     }
 
     #[test]
