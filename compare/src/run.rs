@@ -726,8 +726,9 @@ fn parse_row(line: &str) -> Option<((String, String), JournalRow)> {
 
 impl Journal {
     /// v2: rows carry the tensor files' identities; v3: rows of uncompared dtypes have their
-    /// own message (older journals are started afresh, so a resumed table equals a fresh one).
-    const MAGIC: &'static str = "numprobe-compare-progress v3";
+    /// own message; v4: float8 rows are compared (older journals are started afresh, so a
+    /// resumed table equals a fresh one).
+    const MAGIC: &'static str = "numprobe-compare-progress v4";
 
     /// Opens the journal for tensors that are not files (rows keyed on the names alone);
     /// with `resume`, loads the rows of a previous run of the same pair (`identity`),
