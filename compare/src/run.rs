@@ -610,11 +610,10 @@ const ID_SAMPLE: u64 = 64 * 1024;
 pub fn file_identity(path: &Path) -> String {
     use std::io::{Read, Seek, SeekFrom};
     let id = || -> std::io::Result<String> {
-        let md = std::fs::symlink_metadata(path)?;
-        if !md.is_file() {
-            return Err(std::io::ErrorKind::InvalidInput.into());
-        }
-        let mut f = std::fs::File::open(path)?;
+        // The reader's own open: never blocks on a FIFO swapped in, metadata of what was opened.
+        let mut f = dumpfmt::fsio::open_regular(path)
+            .map_err(|_| std::io::Error::from(std::io::ErrorKind::InvalidInput))?;
+        let md = f.metadata()?;
         let mut crc = crc32fast::Hasher::new();
         let mut buf = Vec::with_capacity(ID_SAMPLE as usize);
         f.by_ref().take(ID_SAMPLE).read_to_end(&mut buf)?;
