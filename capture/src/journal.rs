@@ -414,8 +414,9 @@ impl Replay {
 /// Reads every intact record; skips damaged frames (see the module documentation).
 pub fn read(path: &Path) -> Result<Replay> {
     let mut bytes = Vec::new();
-    File::open(path)
-        .and_then(|mut f| f.read_to_end(&mut bytes))
+    // A journal found in a dump from elsewhere may be a FIFO or a device: refused, not read.
+    dumpfmt::fsio::open_regular(path)?
+        .read_to_end(&mut bytes)
         .map_err(|e| Error::io(path, e))?;
     parse(&bytes, path)
 }

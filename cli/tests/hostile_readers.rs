@@ -381,6 +381,37 @@ fn fifos_never_block_any_command() {
     );
 }
 
+/// The other files numprobe reads, as FIFOs: a capture journal in a dump from elsewhere
+/// (`recover`) and a mapping YAML (`compare --data-mapping`) are refused, never waited on.
+#[cfg(unix)]
+#[test]
+fn fifo_journals_and_mappings_never_block() {
+    let tmp = tempfile::tempdir().unwrap();
+    let rank = tmp.path().join("step0/rank0");
+    std::fs::create_dir_all(&rank).unwrap();
+    mkfifo(&rank.join(capture::journal::FILE_NAME));
+    assert_run(
+        &run(&[&"recover", &tmp.path()]),
+        2,
+        &[capture::journal::FILE_NAME],
+    );
+
+    let g = tensor_dump(&tmp.path().join("golden"), INPUT);
+    let t = tensor_dump(&tmp.path().join("target"), INPUT);
+    let map = tmp.path().join("map.yaml");
+    mkfifo(&map);
+    let r = run(&[
+        &"compare",
+        &t,
+        &g,
+        &"--out",
+        &tmp.path().join("out"),
+        &"--data-mapping",
+        &map,
+    ]);
+    assert_run(&r, 2, &["map.yaml", "FIFO"]);
+}
+
 /// stack.json is optional when absent, but a FIFO, directory or device under that name beside
 /// dump.json is a broken dump: compare cannot do its job (2) and says which file and what it
 /// is, instead of skipping it and writing a table without stacks.

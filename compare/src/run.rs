@@ -311,7 +311,9 @@ pub fn locate_dump_json(path: &Path, step: Option<u64>, rank: Option<u64>) -> Re
 pub fn read_data_mapping(path: &Path) -> Result<Vec<(String, String)>> {
     use yaml_rust2::parser::{Event, Parser};
     use yaml_rust2::scanner::TScalarStyle;
-    let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
+    let mut text = String::new();
+    std::io::Read::read_to_string(&mut dumpfmt::fsio::open_regular(path)?, &mut text)
+        .map_err(|e| Error::io(path, e))?;
     let err = |line: usize, msg: &str| {
         Error::Format(format!(
             "{}:{line}: {msg} (expected a flat YAML map `target_name: golden_name`)",
