@@ -37,6 +37,12 @@ def _float_stats(a32, dtype_name):
     mn = np.fmin.reduce(flat)
     mean = flat.mean(dtype=np.float32)
     norm = np.sqrt(np.dot(flat, flat)) if np.isfinite(mx) and np.isfinite(mn) else np.linalg.norm(flat)
+    if dtype_name == "Float16":
+        # MindSpore squares and sums a float16 tensor's norm in float16 precision: the rounded
+        # sum overflows to inf above 65504 (the float64 accumulation inside does not matter).
+        f16 = flat.astype(np.float16)
+        sq = (f16 * f16).astype(np.float64).sum()
+        norm = np.sqrt(np.float32(np.float16(sq)))
     return {
         "Max": _round_to(mx, dtype_name),
         "Min": _round_to(mn, dtype_name),

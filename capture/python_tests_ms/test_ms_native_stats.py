@@ -1,7 +1,8 @@
 """`_native.Session.tensor` in a MindSpore session against the numpy oracle of msprobe's
 MindSpore rules (`ms_stats_oracle.py`), on `asnumpy()`-like buffers of every dtype the adapter
 hands over: Max/Min, checksums and record keys equal, Mean/Norm within the rounding of the
-tensor's dtype (the oracle reduces in float32 in numpy's order, the Rust core in float64).
+tensor's dtype (the oracle reduces in float32 in numpy's order, the Rust core in MindSpore's
+CPU order, which test_ms_order.py checks bit for bit against MindSpore).
 Complex64 magnitudes: numpy's SIMD `abs` is not correctly rounded (about a third of the values
 are one float32 ulp off on AVX-512 machines), the Rust core's `hypot` is, so their Max/Min may
 differ by that ulp."""

@@ -21,6 +21,12 @@ pub enum Error {
     Stats(#[from] stats_gpu::summary::StatsError),
     #[error("tensor: {0}")]
     Tensor(String),
+    /// Another capture holds this rank directory's journal.
+    #[error(
+        "{dir}: another capture is writing to this directory (its journal is locked); \
+         give each run its own dump_path or rank"
+    )]
+    Busy { dir: PathBuf },
     #[error("{path}: no journal ({journal}) found below it")]
     NoJournal {
         path: PathBuf,

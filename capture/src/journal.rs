@@ -318,14 +318,28 @@ pub struct JournalWriter {
 }
 
 impl JournalWriter {
-    /// Creates (truncates) the journal at `path` and writes the magic.
+    /// Creates (truncates) the journal at `path` and writes the magic. The journal stays
+    /// locked (an exclusive advisory lock, dropped with the writer or by the system when the
+    /// process dies) so that a second capture into the same rank directory is refused
+    /// ([`Error::Busy`]) instead of truncating this one's journal and interleaving its files.
     pub fn create(path: &Path) -> Result<JournalWriter> {
+        // Not truncated on open: another capture's journal is only emptied once its lock is ours.
         let mut file = OpenOptions::new()
             .create(true)
             .write(true)
-            .truncate(true)
+            .truncate(false)
             .open(path)
             .map_err(|e| Error::io(path, e))?;
+        match file.try_lock() {
+            Ok(()) => {}
+            Err(std::fs::TryLockError::WouldBlock) => {
+                return Err(Error::Busy {
+                    dir: path.parent().unwrap_or(Path::new(".")).to_path_buf(),
+                });
+            }
+            Err(std::fs::TryLockError::Error(e)) => return Err(Error::io(path, e)),
+        }
+        file.set_len(0).map_err(|e| Error::io(path, e))?;
         file.write_all(MAGIC).map_err(|e| Error::io(path, e))?;
         let mut w = JournalWriter {
             file,

@@ -23,6 +23,7 @@
 
 pub mod error;
 pub mod journal;
+pub mod kernel_stats;
 pub mod state;
 pub mod stats;
 pub mod stats_worker;
@@ -38,7 +39,8 @@ pub use state::DumpState;
 /// journal first, then into the in-memory dump that [`Session::write_json`] writes out.
 pub struct Session {
     dir: PathBuf,
-    journal: journal::JournalWriter,
+    /// `None` once [`Session::settle`] removed the journal; the next record starts a new one.
+    journal: Option<journal::JournalWriter>,
     state: DumpState,
     /// Records since the JSON files were last written.
     dirty: bool,
@@ -51,7 +53,7 @@ impl Session {
         let journal = journal::JournalWriter::create(&dir.join(journal::FILE_NAME))?;
         let mut s = Session {
             dir: dir.to_path_buf(),
-            journal,
+            journal: Some(journal),
             state: DumpState::new(),
             dirty: true,
         };
@@ -69,7 +71,7 @@ impl Session {
 
     /// Journals `rec`, then applies it.
     pub fn record(&mut self, rec: Record) -> Result<()> {
-        self.journal.append(&rec)?;
+        self.journal()?.append(&rec)?;
         self.state.apply(&rec);
         self.dirty = true;
         Ok(())
@@ -101,7 +103,7 @@ impl Session {
     pub fn stack_ref(&mut self, name: String, group: usize) -> Result<()> {
         if group >= self.state.stack_group_count() {
             return Err(Error::Journal {
-                path: self.journal.path().to_path_buf(),
+                path: self.dir.join(journal::FILE_NAME),
                 offset: 0,
                 msg: format!("stack group {group} does not exist (entry {name})"),
             });
@@ -116,7 +118,9 @@ impl Session {
             return Ok(());
         }
         self.state.write_files(&self.dir)?;
-        self.journal.append(&Record::Checkpoint)?;
+        if let Some(j) = &mut self.journal {
+            j.append(&Record::Checkpoint)?;
+        }
         self.dirty = false;
         Ok(())
     }
@@ -125,7 +129,50 @@ impl Session {
     /// power cut too (a killed process loses nothing either way).
     pub fn finish(&mut self) -> Result<()> {
         self.write_json()?;
-        self.journal.sync()
+        match &mut self.journal {
+            Some(j) => j.sync(),
+            None => Ok(()),
+        }
+    }
+
+    /// The end of a clean stop()/step(): the JSON files are written durably (fsynced, renamed,
+    /// directory fsynced), then the journal is removed, so the rank directory holds msprobe's
+    /// files only. With `keep_journal` (or while a record still waits for its statistics) the
+    /// journal stays, fsynced. Returns whether the journal is gone. Recording may go on: the
+    /// next record starts a new journal holding the whole state first.
+    pub fn settle(&mut self, keep_journal: bool) -> Result<bool> {
+        if self.journal.is_none() && !self.dirty {
+            return Ok(true);
+        }
+        if keep_journal || self.state.pending_len() > 0 {
+            self.finish()?;
+            return Ok(false);
+        }
+        self.state.write_files_durable(&self.dir)?;
+        self.dirty = false;
+        if let Some(j) = self.journal.take() {
+            let path = j.path().to_path_buf();
+            drop(j);
+            match std::fs::remove_file(&path) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(Error::io(&path, e)),
+            }
+        }
+        Ok(true)
+    }
+
+    /// The journal, started afresh from the current state when [`Session::settle`] removed it.
+    fn journal(&mut self) -> Result<&mut journal::JournalWriter> {
+        if self.journal.is_none() {
+            let mut j = journal::JournalWriter::create(&self.dir.join(journal::FILE_NAME))?;
+            let snapshot = self.state.snapshot_records().unwrap_or_default();
+            for rec in &snapshot {
+                j.append(rec)?;
+            }
+            self.journal = Some(j);
+        }
+        Ok(self.journal.as_mut().expect("set above"))
     }
 }
 
@@ -266,7 +313,10 @@ fn previous_entries(path: &Path) -> Option<usize> {
 fn write_keeping_backups(dir: &Path, files: Vec<(&str, Vec<u8>)>) -> Result<RecoverOutcome> {
     let changed: Vec<&(&str, Vec<u8>)> = files
         .iter()
-        .filter(|(name, bytes)| std::fs::read(dir.join(name)).ok().as_ref() != Some(bytes))
+        // A FIFO under one of the names is never waited on (outfile refuses to replace it).
+        .filter(|(name, bytes)| {
+            dumpfmt::fsio::read_regular(&dir.join(name)).ok().as_ref() != Some(bytes)
+        })
         .collect();
     if changed.is_empty() {
         return Ok(RecoverOutcome::Unchanged);
@@ -302,7 +352,11 @@ fn write_keeping_backups(dir: &Path, files: Vec<(&str, Vec<u8>)>) -> Result<Reco
 }
 
 fn find_journals(dir: &Path, out: &mut Vec<PathBuf>) -> Result<()> {
-    if dir.is_file() {
+    // A path that does not exist is said to be missing, not to hold no journal.
+    let meta = std::fs::metadata(dir).map_err(|e| Error::io(dir, e))?;
+    if !meta.is_dir() {
+        // A journal that is a FIFO, device or link is still the journal: journal::read
+        // refuses what is not a regular file and says what it is.
         if dir.file_name().is_some_and(|n| n == journal::FILE_NAME) {
             out.push(dir.to_path_buf());
         }
@@ -319,7 +373,7 @@ fn find_journals(dir: &Path, out: &mut Vec<PathBuf>) -> Result<()> {
                 continue;
             }
             find_journals(&p, out)?;
-        } else if ft.is_file() && e.file_name() == journal::FILE_NAME {
+        } else if e.file_name() == journal::FILE_NAME {
             out.push(p);
         }
     }

@@ -424,6 +424,57 @@ impl DumpState {
         out
     }
 
+    /// Records that rebuild this state from nothing (a fresh journal's start after the last
+    /// one was removed); `None` while a pending record waits for its statistics (a placeholder
+    /// cannot be re-journaled without its id bookkeeping).
+    pub fn snapshot_records(&self) -> Option<Vec<Record>> {
+        if !self.pending.is_empty() {
+            return None;
+        }
+        let mut out = Vec::with_capacity(1 + self.index.len() + self.construct.len());
+        if let Some(m) = &self.meta {
+            out.push(Record::Meta(m.clone()));
+        }
+        for (name, body) in self.slots.iter().flatten() {
+            out.push(Record::Entry {
+                name: name.clone(),
+                body: body.clone(),
+                reinsert: false,
+            });
+        }
+        for (g, (names, frames)) in self.stack_groups.iter().enumerate() {
+            for (i, name) in names.iter().enumerate() {
+                out.push(if i == 0 {
+                    Record::Stack {
+                        name: name.clone(),
+                        frames: frames.clone(),
+                    }
+                } else {
+                    Record::StackRef {
+                        name: name.clone(),
+                        group: g,
+                    }
+                });
+            }
+        }
+        for (name, parent) in &self.construct {
+            out.push(Record::Construct {
+                name: name.clone(),
+                parent: parent.as_str().map(str::to_owned),
+            });
+        }
+        Some(out)
+    }
+
+    /// [`write_files`](DumpState::write_files), each file fsynced before its rename and the
+    /// directory after: the files survive a power cut without the journal.
+    pub fn write_files_durable(&mut self, dir: &Path) -> Result<()> {
+        for (name, bytes) in self.render_files() {
+            dumpfmt::outfile::write(&dir.join(name), &bytes)?;
+        }
+        Ok(())
+    }
+
     /// Writes dump.json, and with `extra_info` stack.json and construct.json, into `dir`
     /// (each replaced whole through a temporary file, never written through a link; not
     /// fsynced: the journal is what survives a power cut).

@@ -198,7 +198,7 @@ pub fn mindspore_record(info: &TensorInfo<'_>, opts: &Options) -> Result<Value> 
         } else {
             SummaryMode::Statistics
         },
-        ..cpu(opts, Exactness::Rounded)
+        ..cpu(opts, Exactness::MindSporeCpu)
     };
     let r = summary::compute(&view, &opts, &Engine::new())?;
     rec.max = r.max.map(stat);

@@ -47,10 +47,18 @@ impl TensorJob {
     pub fn write(&self) -> Result<()> {
         let view = TensorView::new(self.dtype, &self.shape, &self.bytes)
             .map_err(|e| dumpfmt::Error::tensor(&self.path, 0, e.to_string()))?;
-        match self.format {
-            TensorFormat::Pt => dumpfmt::pt::write(&self.path, view, &self.location)?,
-            TensorFormat::Npy => dumpfmt::npy::write(&self.path, view)?,
+        let written = match self.format {
+            TensorFormat::Pt => dumpfmt::pt::write(&self.path, view, &self.location),
+            TensorFormat::Npy => dumpfmt::npy::write(&self.path, view),
+        };
+        if written.is_err()
+            && std::fs::symlink_metadata(&self.path).is_ok_and(|m| m.file_type().is_file())
+        {
+            // A full disk leaves a torn file under the final name: remove it, so a reader
+            // finds the file missing (the run has failed) rather than damaged.
+            let _ = std::fs::remove_file(&self.path);
         }
+        written?;
         Ok(())
     }
 }

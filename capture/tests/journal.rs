@@ -318,3 +318,67 @@ fn indexed_entries_follow_dict_semantics() {
     }
     assert_eq!(s.data(), model);
 }
+
+/// A clean stop (`settle`) leaves msprobe's files only; recording after it starts a new journal
+/// that holds the whole state, so a kill then still recovers everything, the records from
+/// before the stop included.
+#[test]
+fn settle_removes_the_journal_and_a_later_record_restarts_it_whole() {
+    let root = tempfile::tempdir().unwrap();
+    let rank = root.path().join("step0").join("proc1");
+    let jpath = rank.join(journal::FILE_NAME);
+    let mut s = Session::create(&rank, meta()).unwrap();
+    let records = sample_records();
+    let (first, second) = records[1..].split_at(2);
+    for r in first {
+        s.record(r.clone()).unwrap();
+    }
+    assert!(jpath.exists());
+    assert!(s.settle(false).unwrap());
+    assert!(!jpath.exists(), "a clean stop leaves no journal");
+    let mut names: Vec<String> = std::fs::read_dir(&rank)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    names.sort();
+    assert_eq!(names, ["construct.json", "dump.json", "stack.json"]);
+    // Settling again with nothing new is a no-op.
+    assert!(s.settle(false).unwrap());
+    assert!(!jpath.exists());
+
+    // Recording goes on after the stop: the new journal starts with the state so far.
+    for r in second {
+        s.record(r.clone()).unwrap();
+    }
+    assert!(jpath.exists());
+    s.write_json().unwrap();
+    let want: Vec<Vec<u8>> = ["dump.json", "stack.json", "construct.json"]
+        .iter()
+        .map(|f| std::fs::read(rank.join(f)).unwrap())
+        .collect();
+    drop(s); // as a kill would leave it: journal present
+    for f in ["dump.json", "stack.json", "construct.json"] {
+        std::fs::remove_file(rank.join(f)).unwrap();
+    }
+    capture::recover(root.path()).unwrap();
+    for (f, w) in ["dump.json", "stack.json", "construct.json"]
+        .iter()
+        .zip(&want)
+    {
+        assert_eq!(&std::fs::read(rank.join(f)).unwrap(), w, "{f}");
+    }
+}
+
+/// `settle(true)` (NUMPROBE_KEEP_JOURNAL) writes the files and keeps the journal.
+#[test]
+fn settle_keeping_the_journal() {
+    let root = tempfile::tempdir().unwrap();
+    let rank = root.path().join("step0").join("proc1");
+    let mut s = Session::create(&rank, meta()).unwrap();
+    for r in sample_records().into_iter().skip(1) {
+        s.record(r).unwrap();
+    }
+    assert!(!s.settle(true).unwrap());
+    assert!(rank.join(journal::FILE_NAME).exists());
+    assert!(rank.join("dump.json").exists());
+}

@@ -1,6 +1,7 @@
 //! End to end: the installed `numprobe` Python package captures the fixture model (tensor
-//! mode, L1 and mix), the dump passes dumpfmt's validation, and a journal left by a killed run
-//! is recovered into a valid dump.
+//! mode, L1 and mix), the dump passes dumpfmt's validation with msprobe's files only (a clean
+//! run removes its journal), and a journal (kept on purpose here, as a killed run leaves it) is
+//! recovered into the same dump.
 //!
 //! Needs a Python with torch and the package installed (capture/tests/run_python_tests.sh
 //! installs it; so does `.ci/setup`). Without it the test fails.
@@ -18,7 +19,7 @@ fn numprobe_installed(py: &Path) -> bool {
         .unwrap_or(false)
 }
 
-fn capture(py: &Path, fixture: &str, dir: &Path, steps: u32) {
+fn capture(py: &Path, fixture: &str, dir: &Path, steps: u32, keep_journal: bool) {
     let cfg_src = common::fixtures().join(fixture).join("config.json");
     let mut cfg = dumpfmt::json::parse_file(&cfg_src).unwrap();
     let dump = dir.join("dump");
@@ -35,6 +36,10 @@ fn capture(py: &Path, fixture: &str, dir: &Path, steps: u32) {
         .arg("--steps")
         .arg(steps.to_string())
         .env("NUMPROBE_TESTDATA", testsupport::testdata())
+        .env(
+            "NUMPROBE_KEEP_JOURNAL",
+            if keep_journal { "1" } else { "0" },
+        )
         .current_dir(dir)
         .output()
         .unwrap();
@@ -57,7 +62,7 @@ fn python_capture_validates_and_recovers() {
     );
     for (fixture, steps) in [("pt_tiny_f32_tensor_L1", 1), ("pt_tiny_f32_stat_mix", 2)] {
         let tmp = tempfile::tempdir().unwrap();
-        capture(&py, fixture, tmp.path(), steps);
+        capture(&py, fixture, tmp.path(), steps, false);
         let root = tmp.path().join("dump");
         let report = dumpfmt::validate::validate(&root).unwrap();
         assert!(report.is_ok(), "{fixture}: {report}");
@@ -81,8 +86,25 @@ fn python_capture_validates_and_recovers() {
         let a: Vec<&str> = ours.entries().map(|e| e.name).collect();
         let b: Vec<&str> = theirs.entries().map(|e| e.name).collect();
         assert_eq!(a, b, "{fixture}");
+        assert!(
+            !step0.join(capture::journal::FILE_NAME).exists(),
+            "{fixture}"
+        );
 
-        // Throw the JSON away: the journal alone rebuilds byte-identical files.
+        // A run that keeps its journal: the journal alone rebuilds byte-identical files.
+        let tmp = tempfile::tempdir().unwrap();
+        capture(&py, fixture, tmp.path(), steps, true);
+        let root = tmp.path().join("dump");
+        let step0 = std::fs::read_dir(root.join("step0"))
+            .unwrap()
+            .next()
+            .unwrap()
+            .unwrap()
+            .path();
+        assert!(
+            step0.join(capture::journal::FILE_NAME).exists(),
+            "{fixture}"
+        );
         let before = std::fs::read(step0.join("dump.json")).unwrap();
         std::fs::remove_file(step0.join("dump.json")).unwrap();
         std::fs::remove_file(step0.join("stack.json")).unwrap();

@@ -474,6 +474,8 @@ fn compare_refuses_planted_links_at_its_outputs() {
         ("summary.md", &[][..]),
         ("compare_progress.tsv", &[][..]),
         ("compare.lock", &[][..]),
+        ("report.html", &[][..]),
+        ("compare_20261201000000.vis.db", &["--vis-db"][..]),
     ] {
         let d = tempfile::tempdir().unwrap();
         let out = d.path().join("out");

@@ -270,6 +270,13 @@ fn compare_the_shipped_sample_pair() {
         .collect();
     assert_eq!(csv.len(), 1, "{csv:?}");
     assert!(out.path().join("summary.md").exists());
+    // The visual report beside them, and its path on the terminal.
+    let report = out.path().join("report.html");
+    assert!(report.exists());
+    assert!(
+        text.contains(&format!("report:       {}", report.display())),
+        "{text}"
+    );
 
     // As the README runs it: `--exit-zero` reports the same findings with exit 0.
     let again = tempfile::tempdir().unwrap();
@@ -282,9 +289,18 @@ fn compare_the_shipped_sample_pair() {
         Path::new("--exit-zero"),
     ]);
     assert_eq!(z.status.code(), Some(0), "{}", stderr(&z));
+    // The two runs may fall in different seconds: the table's timestamp is set aside.
+    let again_csv = std::fs::read_dir(again.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .find(|n| n.starts_with("compare_result_") && n.ends_with(".csv"))
+        .unwrap();
     assert_eq!(
-        stdout(&z).replace(&again.path().display().to_string(), "OUT"),
+        stdout(&z)
+            .replace(&again.path().display().to_string(), "OUT")
+            .replace(&again_csv, "TABLE"),
         text.replace(&out.path().display().to_string(), "OUT")
+            .replace(&csv[0], "TABLE")
     );
 }
 

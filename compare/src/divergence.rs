@@ -37,6 +37,21 @@ pub struct Producer {
     pub stack: Option<Vec<String>>,
 }
 
+/// How one target call compares with its golden partner: what a whole-run analysis needs to
+/// follow a difference from rank to rank (see `run_tree`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CallDiff {
+    pub key: String,
+    /// Some tensor input disagrees.
+    pub inputs_differ: bool,
+    /// Some output disagrees.
+    pub outputs_differ: bool,
+    /// Some non-tensor argument (an op, src, group) differs.
+    pub args_differ: bool,
+    /// The `group` argument's ranks as the table prints them (`[0, 1]`), when the call has one.
+    pub group: Option<String>,
+}
+
 /// What the summary reports.
 #[derive(Clone, Debug)]
 pub struct Summary {
@@ -54,6 +69,8 @@ pub struct Summary {
     /// Tensor mode: rows whose tensor files could not be read or are of a dtype the metrics do
     /// not take (row name, message); each is an `error` row, and none counts as agreement.
     pub unreadable: Vec<(String, String)>,
+    /// Every target call with a row in the table, in execution order.
+    pub calls: Vec<CallDiff>,
 }
 
 fn col(t: &Table, name: &str) -> Option<usize> {
@@ -202,8 +219,10 @@ pub fn summarize(t: &Table, npu: &Dump, tol: f64) -> Summary {
     }
 
     let mut producer: Option<Producer> = None;
+    let mut call_diffs = Vec::with_capacity(calls.len());
     let mut propagators = Vec::new();
     let mut other_producers = Vec::new();
+    let stat_col = col(t, "NPU max").or_else(|| col(t, "NPU MD5")).unwrap_or(0);
     for (c, rows) in &calls {
         let call = &npu.calls[*c];
         let is_output = |r: usize| t.rows[r][0].py_str().contains(".output.");
@@ -236,6 +255,19 @@ pub fn summarize(t: &Table, npu: &Dump, tol: f64) -> Summary {
                 non_tensor_diff.push(r);
             }
         }
+        let group = rows.iter().find_map(|&r| {
+            let name = t.rows[r][0].py_str();
+            let is_group = name.contains(".input.") && name.ends_with(".group");
+            // The first statistic (or checksum) column holds the group's ranks.
+            is_group.then(|| t.rows[r][stat_col].py_str())
+        });
+        call_diffs.push(CallDiff {
+            key: call.key.clone(),
+            inputs_differ: !input_diff.is_empty(),
+            outputs_differ: !out_diff.is_empty(),
+            args_differ: !non_tensor_diff.is_empty(),
+            group,
+        });
         let produces = if !non_tensor_diff.is_empty() {
             Some(("non-tensor arguments differ", non_tensor_diff))
         } else if !out_diff.is_empty() && inputs_agree {
@@ -301,6 +333,7 @@ pub fn summarize(t: &Table, npu: &Dump, tol: f64) -> Summary {
         producer,
         propagators,
         other_producers,
+        calls: call_diffs,
     }
 }
 

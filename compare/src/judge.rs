@@ -38,31 +38,9 @@ impl RowVerdict {
 
     /// `json.dumps(list_of_messages)`.
     pub fn err_message(&self) -> String {
-        let parts: Vec<String> = self.messages.iter().map(|m| json_str(m)).collect();
+        let parts: Vec<String> = self.messages.iter().map(|m| pyrepr::json_str(m)).collect();
         format!("[{}]", parts.join(", "))
     }
-}
-
-fn json_str(s: &str) -> String {
-    let mut out = String::from("\"");
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            c if (c as u32) < 0x20 || (c as u32) > 0x7e => {
-                let mut buf = [0u16; 2];
-                for u in c.encode_utf16(&mut buf) {
-                    out.push_str(&format!("\\u{u:04x}"));
-                }
-            }
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
 }
 
 /// Column positions the rules read (missing columns are treated as empty).

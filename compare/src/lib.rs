@@ -20,6 +20,8 @@
 //! * [`table`]: the result table and its CSV text; [`xlsx`]: the same as `.xlsx`.
 //! * [`divergence`]: counts per verdict and the first divergence (`summary.md`).
 //! * [`mod@run`]: entry points, options, output files and the resume journal.
+//! * [`run_tree`]: a whole distributed run (every step and rank), the cross-rank origin;
+//!   [`run_tree_json`]: its summary.md and JSON texts.
 //! * [`cell`], [`pyfmt`]: table cells as Python prints them.
 //!
 //! The README's example, run as a doctest, compares two dumps written to a temporary directory.
@@ -28,17 +30,22 @@ pub mod cell;
 pub mod divergence;
 pub mod error;
 pub mod judge;
+pub mod kernel;
 pub mod matching;
 pub mod model;
 pub mod pyfmt;
 pub mod run;
+pub mod run_tree;
+pub mod run_tree_json;
 pub mod stats_diff;
 pub mod table;
 pub mod tensor;
 pub mod xlsx;
 
 pub use error::{Error, Result};
-pub use run::{CompareOptions, CompareOutcome, compare_dumps, compare_named, run};
+pub use run::{
+    CompareOptions, CompareOutcome, Compared, compare_dumps, compare_named, run, run_keeping,
+};
 
 /// The README's example, compiled and run by `cargo test`.
 #[cfg(doctest)]

@@ -5,6 +5,7 @@ use dumpfmt::json::Value;
 
 use crate::cell::Cell;
 use crate::error::{Error, Result};
+use crate::stats_diff::PandasCompat;
 
 /// msprobe's three comparison modes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -72,8 +73,19 @@ pub struct Dump {
 }
 
 impl Dump {
-    /// Builds the row model from a parsed `dump.json` and optional `stack.json`.
+    /// Builds the row model from a parsed `dump.json` and optional `stack.json`, with the cells
+    /// msprobe writes under pandas 2 (the pinned peer).
     pub fn from_json(dump: &Value, stack: Option<&Value>) -> Result<Dump> {
+        Self::from_json_for(dump, stack, PandasCompat::V2)
+    }
+
+    /// [`Dump::from_json`] for msprobe running with the given pandas: a `None` argument's
+    /// Dtype and Tensor Shape cells depend on it (see [`null_leaf_text`]).
+    pub fn from_json_for(
+        dump: &Value,
+        stack: Option<&Value>,
+        pandas: PandasCompat,
+    ) -> Result<Dump> {
         let obj = dump
             .as_object()
             .ok_or_else(|| Error::Format("dump.json: top level is not an object".into()))?;
@@ -88,11 +100,7 @@ impl Dump {
             .unwrap_or("")
             .to_string();
         let stack_map = stack.map(stack_entries).unwrap_or_default();
-        let null_text = if framework == "mindspore" {
-            "None"
-        } else {
-            "N/A"
-        };
+        let null_text = null_leaf_text(&framework, pandas);
         let mut calls = Vec::new();
         if let Some(data) = obj.get("data").and_then(Value::as_object) {
             for (key, op_data) in data.iter() {
@@ -324,12 +332,22 @@ fn parse_item(
     }
 }
 
+/// The Dtype and Tensor Shape text of a `null` leaf (a `None` argument or output). msprobe
+/// 26.2.0 turns both columns into text with `astype(str)` and later fills missing cells with
+/// `N/A`: pandas 2 turns `None` into the text `None` there, pandas 3 keeps it missing, so it
+/// becomes `N/A`. Its MindSpore path writes the text `None` before either step.
+pub fn null_leaf_text(framework: &str, pandas: PandasCompat) -> &'static str {
+    if framework == "mindspore" || pandas == PandasCompat::V2 {
+        "None"
+    } else {
+        "N/A"
+    }
+}
+
 fn default_leaf(name: &str, state: State, null_text: &str) -> Leaf {
     Leaf {
         name: name.to_string(),
         state,
-        // msprobe 26.2.0 shows N/A for a null leaf's dtype and shape in PyTorch dumps, but
-        // `None` in MindSpore dumps (its MindSpore path turns them into text first).
         dtype: null_text.into(),
         shape: null_text.into(),
         requires_grad: Cell::None,

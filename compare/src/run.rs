@@ -65,6 +65,9 @@ pub struct CompareOutcome {
     pub summary_text: String,
     pub summary: Summary,
     pub mode: Mode,
+    /// The dump.json files compared (target, golden), as located from the options.
+    pub target_dump_json: PathBuf,
+    pub golden_dump_json: PathBuf,
 }
 
 /// A comparison of two parsed dumps, in memory.
@@ -107,8 +110,8 @@ pub fn compare_named(
 ) -> Result<Compared> {
     check_dump_json(npu_json, npu_name)?;
     check_dump_json(bench_json, bench_name)?;
-    let npu = Dump::from_json(npu_json, stack)?;
-    let bench = Dump::from_json(bench_json, None)?;
+    let npu = Dump::from_json_for(npu_json, stack, topts.pandas)?;
+    let bench = Dump::from_json_for(bench_json, None, topts.pandas)?;
     let mode = npu.mode(npu_json)?;
     let bench_mode = bench.mode(bench_json)?;
     if mode != bench_mode {
@@ -456,6 +459,14 @@ pub fn utc_timestamp(secs: u64) -> String {
 /// Runs a comparison from paths and writes `compare_result_{timestamp}.csv` and `summary.md`.
 /// `progress` hears about the tensor-mode rows (drive a progress bar with it; `&()` ignores).
 pub fn run(opts: &CompareOptions, progress: &dyn Progress) -> Result<CompareOutcome> {
+    run_keeping(opts, progress).map(|(outcome, _)| outcome)
+}
+
+/// [`run`], also handing back the compared dumps and table (for reports built on them).
+pub fn run_keeping(
+    opts: &CompareOptions,
+    progress: &dyn Progress,
+) -> Result<(CompareOutcome, Compared)> {
     // Checked before any work: the timestamp becomes part of the output file name.
     if let Some(ts) = &opts.timestamp {
         dumpfmt::outfile::check_timestamp(ts).map_err(Error::Usage)?;
@@ -546,13 +557,19 @@ pub fn run(opts: &CompareOptions, progress: &dyn Progress) -> Result<CompareOutc
     );
     let summary_path = opts.out_dir.join("summary.md");
     dumpfmt::outfile::write(&summary_path, summary_text.as_bytes())?;
-    Ok(CompareOutcome {
-        table_path,
-        summary_path,
-        summary_text,
-        summary,
-        mode: cmp.mode,
-    })
+    let mode = cmp.mode;
+    Ok((
+        CompareOutcome {
+            table_path,
+            summary_path,
+            summary_text,
+            summary,
+            mode,
+            target_dump_json: npu_path,
+            golden_dump_json: bench_path,
+        },
+        cmp,
+    ))
 }
 
 /// Reads tensor files from the two dumps' `dump_tensor_data/` directories with dumpfmt.
@@ -765,7 +782,10 @@ impl Journal {
         let header = format!("{}\t{}", Self::MAGIC, esc(identity));
         let mut done = HashMap::new();
         let mut keep = false;
-        if resume && let Ok(text) = std::fs::read_to_string(path) {
+        if resume
+            && let Ok(bytes) = dumpfmt::fsio::read_regular(path)
+            && let Ok(text) = String::from_utf8(bytes)
+        {
             let mut lines = text.lines();
             if lines.next() == Some(header.as_str()) {
                 keep = true;
@@ -775,7 +795,7 @@ impl Journal {
             }
         }
         let file = if keep {
-            let torn = std::fs::read(path)
+            let torn = dumpfmt::fsio::read_regular(path)
                 .map(|b| !b.ends_with(b"\n"))
                 .unwrap_or(false);
             std::fs::OpenOptions::new()

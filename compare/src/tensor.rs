@@ -4,8 +4,12 @@
 //! The tensors come as [`TensorView`]s; [`compare_tensors`] runs on the CPU,
 //! [`compare_tensors_on`] on the backend of an [`Engine`].
 
+/// `EucDist` in OpenBLAS's summation order.
+mod euc;
 /// Where the metrics run (CPU, or the GPU with feature `gpu`).
 pub mod gpu;
+
+pub use euc::default_blas_threads;
 
 pub use gpu::Engine;
 
@@ -97,7 +101,10 @@ impl<'a> Operand<'a> {
             DType::I16 => i16::from_le_bytes([b[0], b[1]]) as f64,
             DType::I32 => i32::from_le_bytes(b.try_into().unwrap()) as f64,
             DType::I64 => i64::from_le_bytes(b.try_into().unwrap()) as f64,
-            other => unreachable!("{other:?} is not compared (checked by is_compared)"),
+            DType::U16 => u16::from_le_bytes([b[0], b[1]]) as f64,
+            DType::U32 => u32::from_le_bytes(b.try_into().unwrap()) as f64,
+            DType::U64 => u64::from_le_bytes(b.try_into().unwrap()) as f64,
+            other => unreachable!("{other:?} has no real value (complex)"),
         }
     }
 
@@ -345,6 +352,16 @@ fn decode(t: &Operand, range: std::ops::Range<usize>, out: &mut Vec<f64>) {
         ),
         _ => out.extend(range.map(|i| t.get(i))),
     }
+}
+
+/// Every element of `view` as f64 (numpy's `astype(float)`), `None` for complex tensors.
+pub(crate) fn widen_to_f64(view: &TensorView) -> Option<Vec<f64>> {
+    if view.dtype().is_complex() {
+        return None;
+    }
+    let mut out = Vec::with_capacity(view.numel());
+    decode(&Operand::in_memory(*view), 0..view.numel(), &mut out);
+    Some(out)
 }
 
 /// Hands the pages of elements `range` of a mapped tensor back to the kernel; they are never
@@ -740,7 +757,18 @@ fn chunk_partial_f32<const F16C: bool>(
 /// Runs msprobe's validation chain and metrics on one tensor pair (NPU `n`, bench `b`) on the
 /// CPU. Either tensor of a dtype that is not [`is_compared`] gives an `unsupported` row.
 pub fn compare_tensors(n: &TensorView, b: &TensorView) -> TensorResult {
-    compare_tensors_with(&Operand::in_memory(*n), &Operand::in_memory(*b), |_| None)
+    compare_tensors_blas(n, b, default_blas_threads())
+}
+
+/// [`compare_tensors`] with `EucDist` summed as OpenBLAS does with `blas_threads` threads
+/// (numpy's on a machine with that many CPUs; it matters above 10 000 elements).
+pub fn compare_tensors_blas(n: &TensorView, b: &TensorView, blas_threads: usize) -> TensorResult {
+    compare_tensors_with(
+        &Operand::in_memory(*n),
+        &Operand::in_memory(*b),
+        blas_threads,
+        |_| None,
+    )
 }
 
 /// As [`compare_tensors`] on the backend of `engine`: the GPU (when built with feature `gpu`
@@ -751,7 +779,7 @@ pub fn compare_tensors_on(n: &TensorView, b: &TensorView, engine: &Engine) -> Te
 
 /// [`compare_tensors_on`] for tensors that may be file mappings.
 pub(crate) fn compare_operands_on(n: &Operand, b: &Operand, engine: &Engine) -> TensorResult {
-    compare_tensors_with(n, b, |in_f32: bool| {
+    compare_tensors_with(n, b, default_blas_threads(), |in_f32: bool| {
         in_f32.then(|| engine.gpu_partial(n, b)).flatten()
     })
 }
@@ -766,17 +794,41 @@ pub fn compare_tensors_gpu(
     chunk_elems: usize,
 ) -> TensorResult {
     let (n, b) = (Operand::in_memory(*n), Operand::in_memory(*b));
-    compare_tensors_with(&n, &b, |in_f32: bool| {
+    compare_tensors_with(&n, &b, default_blas_threads(), |in_f32: bool| {
         in_f32
             .then(|| gpu::gpu_partial_with(&n, &b, gpu, chunk_elems))
             .flatten()
     })
 }
 
+/// msprobe's metrics on two arrays as numpy holds them, without the squeeze the API compare
+/// applies to dump records: a `[1]` tensor is a one-element vector here ("This is a 1-d tensor
+/// of length 1."), not a 0-d scalar. msprobe's graph-mode comparator of kernel dumps works so.
+pub fn compare_arrays(n: &TensorView, b: &TensorView) -> TensorResult {
+    compare_tensors_shaped(
+        &Operand::in_memory(*n),
+        &Operand::in_memory(*b),
+        default_blas_threads(),
+        |_| None,
+        false,
+    )
+}
+
 fn compare_tensors_with(
     n: &Operand,
     b: &Operand,
+    blas_threads: usize,
     gpu: impl FnOnce(bool) -> Option<Partial>,
+) -> TensorResult {
+    compare_tensors_shaped(n, b, blas_threads, gpu, true)
+}
+
+fn compare_tensors_shaped(
+    n: &Operand,
+    b: &Operand,
+    blas_threads: usize,
+    gpu: impl FnOnce(bool) -> Option<Partial>,
+    squeeze_shapes: bool,
 ) -> TensorResult {
     let (nd, bd) = (n.dtype(), b.dtype());
     if !is_compared(nd) || !is_compared(bd) {
@@ -790,8 +842,14 @@ fn compare_tensors_with(
             true,
         );
     }
-    let n_shape = squeeze(n.view.shape());
-    let b_shape = squeeze(b.view.shape());
+    let shape = |o: &Operand| {
+        if squeeze_shapes {
+            squeeze(o.view.shape())
+        } else {
+            o.view.shape().to_vec()
+        }
+    };
+    let (n_shape, b_shape) = (shape(n), shape(b));
     let numel = n.numel();
     if numel == 0 {
         return TensorResult::filled("unsupported", "This is empty data, can not compare.", true);
@@ -863,7 +921,8 @@ fn compare_tensors_with(
             }
         };
     }
-    values[1] = Cell::Float(p.ss.sqrt());
+    // Not `p.ss`: msprobe's value is rounded in OpenBLAS's order, which chunks cannot follow.
+    values[1] = Cell::Float(euc::euc_dist(n, b, blas_threads));
     values[2] = if p.max_abs.is_nan() {
         alg_msgs.push_str(
             "Cannot compare by MaxAbsError, the data contains nan/inf/-inf in dump data.",

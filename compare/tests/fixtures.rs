@@ -90,7 +90,23 @@ fn check(name: &str) {
         0.0
     };
     assert_csv_eq(&got, &want, tol, 0.0, name);
+    assert_column_exact(&got, &want, "EucDist", name);
     assert!(outcome.summary_text.contains("## First divergence"));
+}
+
+/// `column` holds the same text in every row of both tables (EucDist is reproduced to the
+/// last digit; Cosine is rounded to 12 places and stays within the tolerance).
+fn assert_column_exact(got: &str, want: &str, column: &str, ctx: &str) {
+    let (g, w) = (parse_csv(got), parse_csv(want));
+    let Some(c) = w[0].iter().position(|h| h == column) else {
+        return;
+    };
+    let mut seen = 0;
+    for (gr, wr) in g.iter().zip(&w).skip(1) {
+        assert_eq!(gr[c], wr[c], "{ctx}: {} {column}", wr[0]);
+        seen += wr[c].parse::<f64>().is_ok() as usize;
+    }
+    assert!(seen > 0, "{ctx}: no numeric {column} cell");
 }
 
 #[test]
@@ -183,4 +199,33 @@ fn shipped_sample_pair() {
         "{summary}"
     );
     assert!(summary.contains("| error | 312 | 108 |"), "{summary}");
+}
+
+/// Under pandas 2 (the pinned peer) msprobe writes `None` in the Dtype and Tensor Shape cells of
+/// a `None` argument or output (`Torch.clamp.0.forward.input.min`, a `None` gradient,
+/// `__setitem__`'s `None` output); the whole table is byte for byte msprobe's.
+#[test]
+fn none_cells_under_pandas_2() {
+    let dump =
+        testdata().join("fixtures/msprobe-26.2.0-torch-h200/l1_statistics/dump_path/step0/proc503");
+    let out = tempfile::tempdir().unwrap();
+    let opts = CompareOptions {
+        target: dump.clone(),
+        golden: dump,
+        out_dir: out.path().to_path_buf(),
+        timestamp: Some("20000101000000".into()),
+        pandas: PandasCompat::V2,
+        ..Default::default()
+    };
+    let outcome = compare::run(&opts, &()).unwrap();
+    let got = std::fs::read_to_string(&outcome.table_path).unwrap();
+    let want =
+        std::fs::read_to_string(testdata().join("msprobe-compare-pandas2/l1_statistics_self.csv"))
+            .unwrap();
+    let none_rows = want
+        .lines()
+        .filter(|l| l.contains(",None,None,None,None,N/A,N/A,"))
+        .count();
+    assert_eq!(none_rows, 3, "the reference has the three None leaves");
+    assert_eq!(got, want);
 }

@@ -31,6 +31,20 @@ pub fn open_regular(path: &Path) -> Result<File> {
     Ok(file)
 }
 
+/// The whole contents of `path` when it is a regular file ([`open_regular`]'s rule); the
+/// read is bounded by the size the opened file has.
+pub fn read_regular(path: &Path) -> Result<Vec<u8>> {
+    use std::io::Read;
+    let file = open_regular(path)?;
+    let len = file.metadata().map_err(|e| Error::io(path, e))?.len();
+    let mut bytes = Vec::new();
+    // `take`: a file that grows while it is read does not make the read unbounded.
+    file.take(len)
+        .read_to_end(&mut bytes)
+        .map_err(|e| Error::io(path, e))?;
+    Ok(bytes)
+}
+
 /// What a non-regular file is, in words.
 pub fn kind_of(t: &std::fs::FileType) -> &'static str {
     #[cfg(unix)]
@@ -83,5 +97,8 @@ mod tests {
         assert!(e.to_string().contains("FIFO"), "{e}");
         std::fs::write(tmp.path().join("ok"), b"x").unwrap();
         assert!(open_regular(&tmp.path().join("ok")).is_ok());
+        assert_eq!(read_regular(&tmp.path().join("ok")).unwrap(), b"x");
+        let e = read_regular(&fifo).unwrap_err();
+        assert!(e.to_string().contains("FIFO"), "{e}");
     }
 }

@@ -6,6 +6,7 @@ pub mod dumpdir;
 pub mod error;
 pub mod fsio;
 pub mod json;
+pub mod kernel;
 pub mod layout;
 pub mod names;
 pub mod npy;

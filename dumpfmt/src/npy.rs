@@ -4,7 +4,8 @@
 //! quoted strings, `True`/`False`, int tuples, optional trailing commas, whitespace between
 //! tokens) and must hold exactly the keys `descr`, `fortran_order` and `shape`. Accepted: every
 //! numeric little-endian descr numpy writes (`|b1 |u1 |i1 <i2 <i4 <i8 <u2 <u4 <u8 <f2 <f4 <f8
-//! <c8 <c16`; `<`, `|` and `=` all mean little-endian here). Rejected with
+//! <c8 <c16`; `<`, `|` and `=` all mean little-endian here), and `<E2`, the bfloat16 descr of
+//! MindSpore's kernel-level dumps ([`crate::kernel`]), which numpy itself cannot load. Rejected with
 //! [`crate::Error::Tensor`]: big-endian data, `fortran_order: True` (msprobe never
 //! writes it), object arrays (they need pickle), structured dtypes, and a payload whose size is not
 //! exactly `numel × itemsize`. numpy string arrays (`<U…`, `|S…`, which PyTorch dumps save as
@@ -174,7 +175,14 @@ fn classify_descr(descr: &str) -> std::result::Result<NpyDescr, String> {
     if body == "O" {
         return Err("object array (needs pickle; np.load(allow_pickle=False) refuses it)".into());
     }
-    match DType::from_npy_descr(body) {
+    // MindSpore's kernel dumps write bfloat16 with the descr `'<E2'` (numpy has no bfloat16 and
+    // refuses the header); the payload is the raw 2-byte words.
+    let known = if body == "E2" {
+        Some(DType::BF16)
+    } else {
+        DType::from_npy_descr(body)
+    };
+    match known {
         Some(d) if order == b'>' && d.size() > 1 => {
             Err(format!("big-endian dtype {descr:?} is not supported"))
         }

@@ -12,9 +12,11 @@
 //! pass over the data). Legacy (pre-1.6, non-zip) `torch.save` files are refused.
 //!
 //! A C-contiguous view (every normal save; any storage offset) borrows its bytes from the file
-//! (memory-mapped when large); a strided view (msprobe's sliced saves keep the whole clone's
-//! storage) is gathered into a new C-order buffer, at most [`MAX_VIEW_GROWTH`] bytes larger than
-//! the storage (a stride-0 view of a 1 KB file can ask for terabytes).
+//! (memory-mapped when large). A strided view (msprobe's sliced saves keep the whole clone's
+//! storage) is read through its strides by [`open`] ([`StridedTensor::for_each_chunk`], one
+//! bounded chunk at a time), or gathered by [`read`] into a new C-order buffer at most
+//! [`MAX_VIEW_GROWTH`] bytes larger than the storage (a stride-0 view of a 1 KB file can ask for
+//! terabytes).
 //!
 //! Writing ([`write()`], [`write_to`]) reproduces `torch.save` byte for byte (torch 2.x,
 //! miniz-based `PyTorchStreamWriter`): entries `data.pkl`, `.format_version`, `.storage_alignment`,
@@ -31,9 +33,9 @@ use std::path::Path;
 
 pub mod zipdir;
 
-use crate::TensorView;
 use crate::pickle::{TensorMeta, parse_tensor_pickle, write_tensor_pickle};
 use crate::tensor::{FileBytes, Tensor, TensorInfo};
+use crate::{DType, TensorView};
 use crate::{Error, Result};
 
 /// A parsed archive: the pickle's description and where the storage lies in the file.
@@ -75,50 +77,266 @@ pub fn read_info(path: &Path) -> Result<TensorInfo> {
 pub const MAX_VIEW_GROWTH: u64 = 1 << 30;
 
 /// Reads the tensor of a `.pt` file; a strided view is gathered only up to its storage's size
-/// plus [`MAX_VIEW_GROWTH`] (larger is an [`Error::Tensor`] naming the file).
+/// plus [`MAX_VIEW_GROWTH`] (larger is an [`Error::Tensor`] naming the file). [`open`] reads
+/// any view through its strides instead, a chunk at a time.
 pub fn read(path: &Path) -> Result<Tensor> {
     read_with_growth(path, MAX_VIEW_GROWTH)
 }
 
 /// [`read`] with another bound on how far a gathered view may outgrow its storage.
 pub fn read_with_growth(path: &Path, max_growth: u64) -> Result<Tensor> {
+    match open(path)? {
+        Stored::Dense(t) => Ok(t),
+        Stored::Strided(s) => s.materialize(max_growth),
+    }
+}
+
+/// A `.pt` tensor as its file holds it: C-contiguous bytes, or a strided view of a storage.
+pub enum Stored {
+    /// C-contiguous: borrowed from the file like [`read`]'s result.
+    Dense(Tensor),
+    /// Any other view (sliced, transposed, broadcast with stride 0): read through its
+    /// strides with [`StridedTensor::for_each_chunk`], in memory bounded by the chunk.
+    Strided(StridedTensor),
+}
+
+impl Stored {
+    pub fn dtype(&self) -> DType {
+        match self {
+            Stored::Dense(t) => t.dtype(),
+            Stored::Strided(s) => s.dtype,
+        }
+    }
+
+    pub fn shape(&self) -> &[usize] {
+        match self {
+            Stored::Dense(t) => t.shape(),
+            Stored::Strided(s) => &s.shape,
+        }
+    }
+}
+
+/// Opens the tensor of a `.pt` file without gathering a strided view.
+pub fn open(path: &Path) -> Result<Stored> {
     let file = FileBytes::open_populated(path)?;
     let p = parse(file.bytes(), path)?;
     let m = &p.meta;
     let item = m.dtype.size();
     let nbytes = (numel(&m.size) as usize) * item;
     if nbytes == 0 {
-        return Ok(Tensor::from_owned_unchecked(m.dtype, p.shape, Vec::new()));
+        return Ok(Stored::Dense(Tensor::from_owned_unchecked(
+            m.dtype,
+            p.shape,
+            Vec::new(),
+        )));
     }
-    let first = p.storage_start + m.storage_offset as usize * item;
     if is_contiguous(&m.size, &m.stride) {
-        return Ok(Tensor::from_file(m.dtype, p.shape, file, first, nbytes));
+        let first = p.storage_start + m.storage_offset as usize * item;
+        return Ok(Stored::Dense(Tensor::from_file(
+            m.dtype, p.shape, file, first, nbytes,
+        )));
     }
-    // Bound what a few bytes of pickle can make us allocate: the storage is in the file, the
-    // gathered copy is not.
-    let limit = m.storage_nbytes.saturating_add(max_growth);
-    if nbytes as u64 > limit {
-        return Err(Error::tensor(
-            path,
-            p.storage_start as u64,
-            format!(
-                "strided view (size {:?}, stride {:?}) would take {nbytes} bytes in C order \
-                 from a storage of {} bytes, more than the storage plus {max_growth} bytes \
-                 numprobe materialises; refused",
-                m.size, m.stride, m.storage_nbytes
-            ),
-        ));
+    Ok(Stored::Strided(StridedTensor {
+        path: path.to_path_buf(),
+        dtype: m.dtype,
+        shape: p.shape,
+        file,
+        storage_start: p.storage_start,
+        layout: Layout {
+            item,
+            storage_nbytes: m.storage_nbytes,
+            offset: m.storage_offset,
+            size: m.size.clone(),
+            stride: m.stride.clone(),
+        },
+    }))
+}
+
+/// Where a view's elements lie in its storage (checked by the parser to stay inside).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Layout {
+    /// Bytes per element.
+    pub item: usize,
+    pub storage_nbytes: u64,
+    /// In elements.
+    pub offset: u64,
+    pub size: Vec<u64>,
+    /// In elements; 0 for a broadcast dimension.
+    pub stride: Vec<u64>,
+}
+
+impl Layout {
+    pub fn numel(&self) -> u64 {
+        numel(&self.size)
     }
-    let storage = &file.bytes()[p.storage_start..p.storage_start + m.storage_nbytes as usize];
-    let out =
-        gather(storage, item, m.storage_offset, &m.size, &m.stride, nbytes).ok_or_else(|| {
-            Error::tensor(
-                path,
-                p.storage_start as u64,
-                format!("cannot allocate {nbytes} bytes for the strided view"),
-            )
-        })?;
-    Ok(Tensor::from_owned_unchecked(m.dtype, p.shape, out))
+
+    /// The same elements without the broadcast (stride-0) dimensions, and how many times each
+    /// of them is repeated in the full view: statistics that do not depend on order need only
+    /// the distinct elements.
+    pub fn without_broadcast(&self) -> (Layout, u64) {
+        let mut repeat = 1u64;
+        let (mut size, mut stride) = (Vec::new(), Vec::new());
+        for (&n, &s) in self.size.iter().zip(&self.stride) {
+            if s == 0 {
+                repeat = repeat.saturating_mul(n);
+            } else {
+                size.push(n);
+                stride.push(s);
+            }
+        }
+        let l = Layout {
+            size,
+            stride,
+            ..self.clone()
+        };
+        (l, repeat)
+    }
+}
+
+/// A strided `.pt` view: the file, and where its elements lie in the storage.
+pub struct StridedTensor {
+    path: std::path::PathBuf,
+    dtype: DType,
+    shape: Vec<usize>,
+    file: FileBytes,
+    storage_start: usize,
+    layout: Layout,
+}
+
+/// Elements [`StridedTensor::for_each_chunk`] gathers at a time by default: 4 MiB of float32.
+pub const CHUNK_ELEMS: usize = 1 << 20;
+
+impl StridedTensor {
+    pub fn dtype(&self) -> DType {
+        self.dtype
+    }
+
+    pub fn shape(&self) -> &[usize] {
+        &self.shape
+    }
+
+    pub fn layout(&self) -> &Layout {
+        &self.layout
+    }
+
+    fn storage(&self) -> &[u8] {
+        let start = self.storage_start;
+        &self.file.bytes()[start..start + self.layout.storage_nbytes as usize]
+    }
+
+    /// Calls `f` with the view's elements in C order, `max_elems` (at least 8) at a time as
+    /// 1-d views; every chunk but the last holds a multiple of 8 elements, so byte-wise
+    /// checksums that work on 8-byte words can be combined chunk by chunk.
+    pub fn for_each_chunk<E>(
+        &self,
+        max_elems: usize,
+        f: impl FnMut(TensorView<'_>) -> std::result::Result<(), E>,
+    ) -> std::result::Result<(), E> {
+        self.for_each_chunk_of(&self.layout, max_elems, f)
+    }
+
+    /// [`StridedTensor::for_each_chunk`] over another layout of the same storage (e.g.
+    /// [`Layout::without_broadcast`] of this one).
+    pub fn for_each_chunk_of<E>(
+        &self,
+        layout: &Layout,
+        max_elems: usize,
+        mut f: impl FnMut(TensorView<'_>) -> std::result::Result<(), E>,
+    ) -> std::result::Result<(), E> {
+        let storage = self.storage();
+        let item = layout.item;
+        let cap = max_elems.max(8) / 8 * 8;
+        let mut buf: Vec<u8> = Vec::with_capacity(cap * item);
+        let mut emit = |buf: &mut Vec<u8>| -> std::result::Result<(), E> {
+            let shape = [buf.len() / item];
+            let view = TensorView::new(self.dtype, &shape, buf).expect("whole elements");
+            f(view)?;
+            buf.clear();
+            Ok(())
+        };
+        let n = numel(&layout.size);
+        if n == 0 {
+            return Ok(());
+        }
+        let Some((&inner_n, outer)) = layout.size.split_last() else {
+            let at = layout.offset as usize * item;
+            buf.extend_from_slice(&storage[at..at + item]);
+            return emit(&mut buf);
+        };
+        let inner_stride = layout.stride[layout.size.len() - 1] as usize;
+        let mut idx = vec![0u64; outer.len()];
+        let mut base = layout.offset as usize;
+        let rows = n / inner_n;
+        for _ in 0..rows {
+            let mut j = 0usize;
+            while j < inner_n as usize {
+                let room = cap - buf.len() / item;
+                let take = room.min(inner_n as usize - j);
+                if inner_stride == 1 {
+                    let at = (base + j) * item;
+                    buf.extend_from_slice(&storage[at..at + take * item]);
+                } else {
+                    for k in j..j + take {
+                        let at = (base + k * inner_stride) * item;
+                        buf.extend_from_slice(&storage[at..at + item]);
+                    }
+                }
+                j += take;
+                if buf.len() / item == cap {
+                    emit(&mut buf)?;
+                }
+            }
+            for d in (0..outer.len()).rev() {
+                idx[d] += 1;
+                base += layout.stride[d] as usize;
+                if idx[d] < layout.size[d] {
+                    break;
+                }
+                base -= (layout.size[d] * layout.stride[d]) as usize;
+                idx[d] = 0;
+            }
+        }
+        if !buf.is_empty() {
+            emit(&mut buf)?;
+        }
+        Ok(())
+    }
+
+    /// The view gathered into C order, refused (naming the file and the bound) when that
+    /// takes more than the storage's size plus `max_growth` bytes.
+    pub fn materialize(&self, max_growth: u64) -> Result<Tensor> {
+        let l = &self.layout;
+        let nbytes = l.numel() as usize * l.item;
+        // Bound what a few bytes of pickle can make us allocate: the storage is in the file, the
+        // gathered copy is not.
+        let limit = l.storage_nbytes.saturating_add(max_growth);
+        if nbytes as u64 > limit {
+            return Err(Error::tensor(
+                &self.path,
+                self.storage_start as u64,
+                format!(
+                    "strided view (size {:?}, stride {:?}) would take {nbytes} bytes in C order \
+                     from a storage of {} bytes, more than the storage plus {max_growth} bytes \
+                     numprobe materialises; refused",
+                    l.size, l.stride, l.storage_nbytes
+                ),
+            ));
+        }
+        let out = gather(self.storage(), l.item, l.offset, &l.size, &l.stride, nbytes).ok_or_else(
+            || {
+                Error::tensor(
+                    &self.path,
+                    self.storage_start as u64,
+                    format!("cannot allocate {nbytes} bytes for the strided view"),
+                )
+            },
+        )?;
+        Ok(Tensor::from_owned_unchecked(
+            self.dtype,
+            self.shape.clone(),
+            out,
+        ))
+    }
 }
 
 fn numel(size: &[u64]) -> u64 {

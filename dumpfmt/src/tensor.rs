@@ -93,6 +93,15 @@ pub fn read_tensor(path: &Path) -> Result<Tensor> {
     }
 }
 
+/// Opens a `.pt` or `.npy` file without gathering a strided `.pt` view (see
+/// [`crate::pt::open`]); `.npy` files are always C-contiguous.
+pub fn open_tensor(path: &Path) -> Result<crate::pt::Stored> {
+    match Format::of(path)? {
+        Format::Npy => crate::npy::read(path).map(crate::pt::Stored::Dense),
+        Format::Pt => crate::pt::open(path),
+    }
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Format {
     Npy,

@@ -126,6 +126,9 @@ pub struct Report {
     pub tensor_files: usize,
     pub problems: Vec<Problem>,
     pub warnings: Vec<Problem>,
+    /// Rows of `statistic.csv` files, when `path` is a MindSpore kernel-level dump
+    /// ([`crate::kernel`]); `None` for API dumps.
+    pub kernel_statistic_rows: Option<usize>,
 }
 
 impl Report {
@@ -136,6 +139,18 @@ impl Report {
 
     /// One line of counts.
     pub fn summary(&self) -> String {
+        if let Some(rows) = self.kernel_statistic_rows {
+            return format!(
+                "{}: MindSpore kernel dump: {} step folder(s), {} rank dir(s), {} tensor files, {} statistic.csv row(s): {} problem(s), {} warning(s)",
+                self.path.display(),
+                self.steps,
+                self.ranks,
+                self.tensor_files,
+                rows,
+                self.problems.len(),
+                self.warnings.len()
+            );
+        }
         format!(
             "{}: {} step(s), {} rank dir(s), {} JSON file(s), {} entries ({} API, {} module), {} tensor records ({} with files), {} tensor files: {} problem(s), {} warning(s)",
             self.path.display(),
@@ -171,6 +186,9 @@ impl fmt::Display for Report {
 /// Validates whatever `path` is (see the module docs). `Err` only when `path` cannot be read
 /// or is no dump at all; everything found inside is reported in the [`Report`].
 pub fn validate(path: &Path) -> Result<Report> {
+    if crate::kernel::is_kernel_dump(path) {
+        return validate_kernel_dump(path);
+    }
     let layout = layout::discover(path)?;
     let mut report = Report {
         path: path.to_path_buf(),
@@ -183,6 +201,107 @@ pub fn validate(path: &Path) -> Result<Report> {
             report.ranks = ranks.len();
             for r in ranks {
                 validate_rank(r, &mut report);
+            }
+        }
+    }
+    Ok(report)
+}
+
+/// A MindSpore kernel-level dump: every step folder's entries are regular files, every `.npy`
+/// name follows the grammar and its header agrees with the dtype the name states,
+/// `statistic.csv` and `mapping.csv` parse; a rank without its execution-order file is a warning.
+fn validate_kernel_dump(path: &Path) -> Result<Report> {
+    let dump = crate::kernel::open(path)?;
+    let mut report = Report {
+        path: path.to_path_buf(),
+        ranks: dump.ranks.len(),
+        kernel_statistic_rows: Some(0),
+        ..Report::default()
+    };
+    for rank in &dump.ranks {
+        if rank.steps.is_empty() {
+            report.warnings.push(Problem::new(
+                &rank.dir,
+                "",
+                "no {net_name}/{graph_id}/{iteration} folder: the dump's filters matched no kernel, or the run wrote nothing",
+            ));
+        }
+        let mut graphs: Vec<u32> = rank.steps.iter().map(|s| s.graph_id).collect();
+        graphs.dedup();
+        for g in graphs {
+            match rank.execution_order(g) {
+                Ok(Some(_)) => {}
+                Ok(None) => report.warnings.push(Problem::new(
+                    rank.dir.join("execution_order"),
+                    "",
+                    format!("no ms_execution_order_graph_{g}.csv: kernels cannot be put in execution order"),
+                )),
+                Err(e) => report.problems.push(Problem::from_error(&e)),
+            }
+        }
+        for step in &rank.steps {
+            report.steps += 1;
+            let contents = match step.contents() {
+                Ok(c) => c,
+                Err(e) => {
+                    report.problems.push(Problem::from_error(&e));
+                    continue;
+                }
+            };
+            for p in &contents.not_regular {
+                let kind = std::fs::symlink_metadata(p)
+                    .map(|m| crate::fsio::kind_of(&m.file_type()))
+                    .unwrap_or("special file");
+                report.problems.push(Problem::new(
+                    p,
+                    "",
+                    format!("not a regular file (a {kind}); refusing to read it"),
+                ));
+            }
+            for p in &contents.unparsed {
+                report.problems.push(Problem::new(
+                    p,
+                    "",
+                    "not a kernel dump file name ({op_type}.{op_name}.{task_id}.{stream_id}.{timestamp}.{input|output}.{slot}.{format}[.{dtype}].npy), and not in mapping.csv",
+                ));
+            }
+            if let Some(rows) = &contents.statistics {
+                report.kernel_statistic_rows =
+                    Some(report.kernel_statistic_rows.unwrap_or(0) + rows.len());
+            }
+            for t in &contents.tensors {
+                report.tensor_files += 1;
+                match tensor::inspect(&t.path) {
+                    Ok(FileInfo::Tensor(info)) => {
+                        if let Some(named) = t.name.dtype_name.as_deref() {
+                            match crate::kernel::ms_dtype(named) {
+                                Some(d) if d == info.dtype => {}
+                                Some(d) => report.problems.push(Problem::new(
+                                    &t.path,
+                                    "header",
+                                    format!(
+                                        "the name says {named} ({}), the header holds {}",
+                                        d.mindspore_name(),
+                                        info.dtype.mindspore_name()
+                                    ),
+                                )),
+                                None => report.warnings.push(Problem::new(
+                                    &t.path,
+                                    "",
+                                    format!(
+                                        "dtype {named:?} in the name is not one numprobe knows"
+                                    ),
+                                )),
+                            }
+                        }
+                    }
+                    Ok(FileInfo::NpyText { descr, .. }) => report.problems.push(Problem::new(
+                        &t.path,
+                        "header",
+                        format!("a numpy string array (descr {descr:?}), not a kernel's tensor"),
+                    )),
+                    Err(e) => report.problems.push(Problem::from_error(&e)),
+                }
             }
         }
     }
@@ -240,6 +359,10 @@ fn validate_single_file(f: &Path, report: &mut Report) {
     }
 }
 
+/// The capture journal's file name (capture::journal::FILE_NAME; dumpfmt does not depend on
+/// the capture crate).
+pub const CAPTURE_JOURNAL: &str = "numprobe_journal.bin";
+
 fn validate_rank(r: &RankDir, report: &mut Report) {
     // RankDir::scan keeps regular files only: say why a JSON file the rank needs is absent
     // (missing, or a FIFO/directory/device where it should be), and do not open it.
@@ -257,6 +380,21 @@ fn validate_rank(r: &RankDir, report: &mut Report) {
                 ),
             ));
         }
+    }
+    // numprobe removes its journal once a clean stop()/step() has made the JSON files durable:
+    // one still here means the run ended before that, and its JSON files may lack the end.
+    let journal = r.dir.join(CAPTURE_JOURNAL);
+    if std::fs::symlink_metadata(&journal).is_ok() {
+        report.problems.push(Problem::new(
+            &journal,
+            "",
+            format!(
+                "unfinished run: the capture journal is still here (the process ended before a \
+                 clean stop()/step()); `numprobe recover {}` rebuilds the JSON files from it \
+                 (delete the journal afterwards)",
+                r.dir.display()
+            ),
+        ));
     }
     if r.dump_json.is_none() && r.debug_json.is_none() && !r.dir.join("dump.json").exists() {
         report.problems.push(Problem::new(

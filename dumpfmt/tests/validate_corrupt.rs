@@ -266,3 +266,16 @@ fn forward_stacks_without_forward_entries_only_warn() {
         "{r}"
     );
 }
+
+/// A capture journal left in a rank directory is a run that ended before a clean stop()/step():
+/// one problem on the journal that points at `numprobe recover`.
+#[test]
+fn stray_capture_journal_is_an_unfinished_run() {
+    let (_t, rank) = copy_rank();
+    std::fs::write(rank.join("numprobe_journal.bin"), b"NPJ").unwrap();
+    let r = validate(rank.parent().unwrap().parent().unwrap()).unwrap();
+    let p = only_problem(&r);
+    assert!(p.file.ends_with("step0/proc1/numprobe_journal.bin"), "{p}");
+    assert!(p.message.contains("unfinished run"), "{p}");
+    assert!(p.message.contains("numprobe recover"), "{p}");
+}

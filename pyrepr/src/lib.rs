@@ -231,6 +231,39 @@ fn layout<S: Sink + ?Sized>(out: &mut S, negative: bool, d: &Digits, scientific:
     }
 }
 
+/// Python's `json.dumps` of a string (`ensure_ascii=True`): `"` and `\\` escaped, `\n \r \t
+/// \b \f` by name, every other character outside printable ASCII as `\uXXXX` (UTF-16 units).
+pub fn json_str(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    write_json_str(s, &mut out);
+    out
+}
+
+/// Appends [`json_str`]'s text.
+pub fn write_json_str(s: &str, out: &mut String) {
+    out.push('"');
+    for ch in s.chars() {
+        match ch {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            '\u{8}' => out.push_str("\\b"),
+            '\u{c}' => out.push_str("\\f"),
+            ' '..='~' => out.push(ch),
+            _ => {
+                let mut buf = [0u16; 2];
+                for u in ch.encode_utf16(&mut buf) {
+                    use std::fmt::Write as _;
+                    let _ = write!(out, "\\u{u:04x}");
+                }
+            }
+        }
+    }
+    out.push('"');
+}
+
 /// Python's `repr()` (same as `str()`) of a tuple of ints, which is how numpy shapes print:
 /// `()`, `(3,)`, `(2, 3)`.
 pub fn shape_tuple(shape: &[usize]) -> String {

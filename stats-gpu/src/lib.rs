@@ -19,6 +19,8 @@
 //! * [`fast`]: the SIMD + multi-core CPU path (f64 accumulation).
 //! * [`torch_order`]: float32 sum, mean and norm in the order of PyTorch's CPU kernels, bit
 //!   for bit what `torch.mean` / `torch.norm` return ([`Exactness::TorchCpu`]).
+//! * [`ms_order`]: float32/float16 mean and norm in the order of MindSpore's CPU kernels
+//!   ([`Exactness::MindSporeCpu`]).
 //! * [`checksum`]: CRC-32 (msprobe's `md5` key) and msprobe's XOR checksum.
 //! * [`gpu`] (feature `gpu`, on by default): the wgpu context ([`gpu::Gpu`]) and the WGSL
 //!   kernels: statistics of one tensor, of a batch of tensors, and the (bench, device) pair
@@ -36,6 +38,7 @@ pub mod checksum;
 pub mod fast;
 #[cfg(feature = "gpu")]
 pub mod gpu;
+pub mod ms_order;
 pub mod partials;
 pub mod reference;
 pub mod summary;
@@ -45,7 +48,8 @@ pub use backend::{Backend, Engine};
 pub use numprobe_tensor::{self, DType, Element, Elems, TensorView, ViewError, bf16, f16, ndarray};
 pub use partials::Partials;
 pub use summary::{
-    Checksum, Exactness, Flavour, Options, Precision, Record, Stat, StatsError, SummaryMode,
+    Checksum, Exactness, Flavour, Options, Precision, Record, Stat, StatsError, Streamed,
+    SummaryMode,
 };
 
 use ndarray::{ArrayBase, Data, Dimension};

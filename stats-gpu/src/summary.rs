@@ -12,7 +12,7 @@
 
 use crate::backend::{Backend, Engine};
 use crate::partials::Partials;
-use crate::{DType, TensorView, ViewError, checksum, fast, torch_order};
+use crate::{DType, TensorView, ViewError, checksum, fast, ms_order, torch_order};
 use pyrepr::NonFinite;
 
 /// One statistic as msprobe writes it: a JSON `null`, bool, int or float.
@@ -101,6 +101,12 @@ pub enum Exactness {
         /// torch threads; 0 counts as 1.
         threads: usize,
     },
+    /// Mean and Norm of float32 and float16 tensors under [`Flavour::MindSpore`] as
+    /// MindSpore's CPU kernels compute them (`mint.mean`, `ops.norm`: see [`ms_order`]),
+    /// which gives msprobe's bits for tensors dumped from a MindSpore CPU run; this includes
+    /// the float32 copies MindSpore's rules reduce (float64, integers, precision high).
+    /// Max/Min and other tensors are not affected; the pass runs on the CPU, on one thread.
+    MindSporeCpu,
 }
 
 impl Default for Exactness {
@@ -378,8 +384,9 @@ pub fn compute(view: &TensorView, opts: &Options, engine: &Engine) -> Result<Rec
         _ => None,
     };
     // The torch-order bits come from CPU kernels' order: Auto keeps such tensors on the CPU.
-    let backend = match (torch_threads, opts.backend) {
-        (Some(_), Backend::Auto) => Backend::Cpu,
+    let ms_cpu = opts.exact == Exactness::MindSporeCpu && opts.flavour == Flavour::MindSpore;
+    let backend = match (torch_threads.is_some() || ms_cpu, opts.backend) {
+        (true, Backend::Auto) => Backend::Cpu,
         (_, b) => b,
     };
     if mindspore_casts_to_f32(view.dtype(), view.is_scalar(), opts) {
@@ -392,7 +399,11 @@ pub fn compute(view: &TensorView, opts: &Options, engine: &Engine) -> Result<Rec
             Some(gpu) => gpu.partials(&cast)?,
             None => fast::partials(&cast),
         };
-        return Ok(record(view, &p, raw_checksum(view, opts), opts));
+        let mut r = record(view, &p, raw_checksum(view, opts), opts);
+        if ms_cpu {
+            mindspore_cpu_mean_norm(&mut r, &cast, view.shape());
+        }
+        return Ok(r);
     }
     let gpu = engine.stats_gpu(view, backend)?;
     let torch_threads = torch_threads.filter(|_| gpu.is_none());
@@ -417,6 +428,9 @@ pub fn compute(view: &TensorView, opts: &Options, engine: &Engine) -> Result<Rec
         }
     };
     let mut r = record(view, &p, sum, opts);
+    if ms_cpu && !view.is_scalar() {
+        mindspore_cpu_mean_norm(&mut r, view, view.shape());
+    }
     if let Some(threads) = torch_threads {
         // The one-pass record gave up (a float32 sum overflowed, or the bytes are not
         // aligned): NaN/inf keep torch's propagation rules as applied above, finite results
@@ -431,6 +445,43 @@ pub fn compute(view: &TensorView, opts: &Options, engine: &Engine) -> Result<Rec
         }
     }
     Ok(r)
+}
+
+/// Replaces the float Mean/Norm of `r` by MindSpore's CPU values for a float32 or float16
+/// `view` of the tensor's `shape` (other dtypes and empty tensors keep theirs).
+fn mindspore_cpu_mean_norm(r: &mut Record, view: &TensorView, shape: &[usize]) {
+    if view.numel() == 0 || !matches!(r.mean, Some(Stat::Float(_))) {
+        return;
+    }
+    let (mean, norm) = match view.dtype() {
+        DType::F32 => match torch_order::as_f32(view.bytes()) {
+            Some(xs) => {
+                let (m, n) = ms_order::mean_norm_f32(xs, shape);
+                (m as f64, n as f64)
+            }
+            None => {
+                let xs: Vec<f32> = view
+                    .bytes()
+                    .chunks_exact(4)
+                    .map(|c| f32::from_le_bytes(c.try_into().expect("4 bytes")))
+                    .collect();
+                let (m, n) = ms_order::mean_norm_f32(&xs, shape);
+                (m as f64, n as f64)
+            }
+        },
+        DType::F16 => {
+            let xs: Vec<half::f16> = view
+                .bytes()
+                .chunks_exact(2)
+                .map(|c| half::f16::from_le_bytes(c.try_into().expect("2 bytes")))
+                .collect();
+            let (m, n) = ms_order::mean_norm_f16(&xs);
+            (m.to_f64(), n.to_f64())
+        }
+        _ => return,
+    };
+    r.mean = Some(Stat::Float(mean));
+    r.norm = Some(Stat::Float(norm));
 }
 
 /// The record of a float32 tensor from one pass in torch's summation order (with the CRC-32
@@ -470,6 +521,90 @@ fn needs_f32_crc(view: &TensorView, opts: &Options) -> bool {
 }
 
 /// The checksum of the raw bytes for the record's mode (standalone, not fused).
+/// The record of a tensor that arrives in C-order chunks, reduced on the CPU in memory
+/// bounded by one chunk: a strided view read through its strides (a broadcast view of
+/// terabytes from a file of a kilobyte). Mean and Norm are [`Exactness::Rounded`]'s (torch's
+/// summation order is that of contiguous memory).
+pub struct Streamed {
+    dtype: DType,
+    opts: Options,
+    partials: Partials,
+    crc: crc32fast::Hasher,
+    xor: u64,
+}
+
+impl Streamed {
+    pub fn new(dtype: DType, opts: &Options) -> Streamed {
+        Streamed {
+            dtype,
+            opts: *opts,
+            partials: Partials::EMPTY,
+            crc: crc32fast::Hasher::new(),
+            xor: 0,
+        }
+    }
+
+    /// Adds the next chunk of elements (C order). Every chunk but the last must be a whole
+    /// number of 8-byte words long (the XOR checksum works on words of the whole tensor).
+    pub fn push(&mut self, chunk: &TensorView) {
+        self.partials.merge(&self.chunk_partials(chunk));
+        match self.opts.mode {
+            SummaryMode::Statistics => {}
+            SummaryMode::Md5 if needs_f32_crc(chunk, &self.opts) => {
+                self.crc.update(&to_f32_bytes(chunk));
+            }
+            SummaryMode::Md5 => self.crc.update(chunk.bytes()),
+            SummaryMode::Xor => self.xor ^= checksum::xor(chunk.bytes()),
+        }
+    }
+
+    /// Adds `times` repetitions of `chunk` to the statistics, for the broadcast dimensions of a
+    /// view. Statistics mode only: a checksum needs every byte ([`Streamed::push`]).
+    pub fn push_repeated(&mut self, chunk: &TensorView, times: u64) {
+        assert_eq!(
+            self.opts.mode,
+            SummaryMode::Statistics,
+            "checksums need every byte"
+        );
+        let mut p = self.chunk_partials(chunk);
+        if p.count > 0 {
+            p.count *= times;
+            p.nan_count *= times;
+            p.pos_inf_count *= times;
+            p.neg_inf_count *= times;
+            p.sum *= times as f64;
+            p.sum_sq *= times as f64;
+        }
+        self.partials.merge(&p);
+    }
+
+    fn chunk_partials(&self, chunk: &TensorView) -> Partials {
+        if is_float8(self.dtype) && self.opts.flavour == Flavour::PyTorch {
+            return Partials::EMPTY;
+        }
+        if mindspore_casts_to_f32(self.dtype, false, &self.opts) {
+            let bytes = to_f32_bytes(chunk);
+            let shape = [bytes.len() / 4];
+            let cast = TensorView::new(DType::F32, &shape, &bytes)
+                .expect("float32 copy has numel × 4 bytes");
+            return fast::partials(&cast);
+        }
+        fast::partials(chunk)
+    }
+
+    /// The record msprobe writes for the whole (non-0-dim) tensor.
+    pub fn finish(self) -> Record {
+        let checksum = match self.opts.mode {
+            SummaryMode::Statistics => 0,
+            SummaryMode::Md5 => self.crc.finalize() as u64,
+            SummaryMode::Xor => self.xor,
+        };
+        // `record` reads only the dtype and the 0-dim test of its view.
+        let view = TensorView::new(self.dtype, &[0], &[]).expect("an empty view");
+        record(&view, &self.partials, checksum, &self.opts)
+    }
+}
+
 fn raw_checksum(view: &TensorView, opts: &Options) -> u64 {
     match opts.mode {
         SummaryMode::Statistics => 0,
@@ -545,6 +680,55 @@ impl std::fmt::Display for Record {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Chunks of a multiple of 8 elements through [`Streamed`] give the record of the whole
+    /// tensor on the CPU with Rounded sums, in every mode and for both frameworks' rules;
+    /// repeated chunks give the record of the repeated tensor.
+    #[test]
+    fn streamed_chunks_give_the_whole_tensors_record() {
+        let xs: Vec<f32> = (0..1003)
+            .map(|i| ((i * 37) % 101) as f32 * 0.25 - 7.0)
+            .collect();
+        let whole: Vec<u8> = xs.iter().flat_map(|x| x.to_le_bytes()).collect();
+        let engine = Engine::new();
+        for (mode, flavour) in [
+            (SummaryMode::Statistics, Flavour::PyTorch),
+            (SummaryMode::Md5, Flavour::PyTorch),
+            (SummaryMode::Xor, Flavour::PyTorch),
+            (SummaryMode::Statistics, Flavour::MindSpore),
+        ] {
+            let opts = Options {
+                mode,
+                flavour,
+                backend: Backend::Cpu,
+                exact: Exactness::Rounded,
+                ..Options::default()
+            };
+            let view = TensorView::new(DType::F32, &[1003], &whole).unwrap();
+            let want = compute(&view, &opts, &engine).unwrap();
+            let mut s = Streamed::new(DType::F32, &opts);
+            for c in whole.chunks(8 * 4 * 9) {
+                let shape = [c.len() / 4];
+                s.push(&TensorView::new(DType::F32, &shape, c).unwrap());
+            }
+            assert_eq!(s.finish(), want, "{mode:?} {flavour:?}");
+        }
+        let opts = Options {
+            backend: Backend::Cpu,
+            exact: Exactness::Rounded,
+            ..Options::default()
+        };
+        let tripled: Vec<u8> = [&whole[..], &whole[..], &whole[..]].concat();
+        let want = compute(
+            &TensorView::new(DType::F32, &[3009], &tripled).unwrap(),
+            &opts,
+            &engine,
+        )
+        .unwrap();
+        let mut s = Streamed::new(DType::F32, &opts);
+        s.push_repeated(&TensorView::new(DType::F32, &[1003], &whole).unwrap(), 3);
+        assert_eq!(s.finish(), want);
+    }
 
     #[test]
     fn float_stats_print_as_json_dumps() {

@@ -38,6 +38,10 @@ pub enum PrecisionCompareError {
     /// An output file could not be written (a link or special file at its name, a full disk).
     #[error(transparent)]
     Output(#[from] dumpfmt::Error),
+    /// An input CSV is not a regular file (a FIFO, a device, a directory): refused, never
+    /// waited on.
+    #[error(transparent)]
+    Input(dumpfmt::Error),
 }
 
 /// A cell after pandas' column typing, as the verdict code sees it.
@@ -1171,10 +1175,8 @@ pub fn run_with(
     routing: Routing,
 ) -> Result<Outputs, PrecisionCompareError> {
     let read = |p: &Path| -> Result<String, PrecisionCompareError> {
-        let bytes = std::fs::read(p).map_err(|source| PrecisionCompareError::Io {
-            path: p.to_path_buf(),
-            source,
-        })?;
+        // A FIFO or device is refused when opened; the file's own size bounds the read.
+        let bytes = dumpfmt::fsio::read_regular(p).map_err(PrecisionCompareError::Input)?;
         String::from_utf8(bytes).map_err(|_| PrecisionCompareError::NotUtf8 {
             path: p.to_path_buf(),
         })

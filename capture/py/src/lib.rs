@@ -4,6 +4,7 @@
 //! tensor files are written on a background thread.
 
 mod accuracy;
+mod ptread;
 
 use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
@@ -143,6 +144,8 @@ struct Session {
     next_pending: u64,
     /// `close` also fsyncs the journal and JSON files (NUMPROBE_FSYNC, read by the package).
     fsync: bool,
+    /// A clean stop/close keeps the journal (NUMPROBE_KEEP_JOURNAL) instead of removing it.
+    keep_journal: bool,
     /// Pause of the statistics thread before each job (tests only; see `StatsWorker::new`).
     stats_thread_delay: Option<Duration>,
 }
@@ -238,7 +241,7 @@ impl Session {
     #[new]
     #[pyo3(signature = (
         dir, task, level, framework, dump_data_dir, extra_info, summary_mode, precision="low",
-        torch_threads=None, *, fsync=false, stats_thread_delay_ms=None,
+        torch_threads=None, *, fsync=false, stats_thread_delay_ms=None, keep_journal=false,
     ))]
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -253,6 +256,7 @@ impl Session {
         torch_threads: Option<usize>,
         fsync: bool,
         stats_thread_delay_ms: Option<u64>,
+        keep_journal: bool,
     ) -> PyResult<Session> {
         let opts = Options {
             mode: self::summary_mode(summary_mode)?,
@@ -292,6 +296,7 @@ impl Session {
             torch_threads,
             next_pending: 0,
             fsync,
+            keep_journal,
             stats_thread_delay: stats_thread_delay_ms.map(Duration::from_millis),
         })
     }
@@ -563,12 +568,26 @@ impl Session {
         Ok(self.inner()?.state().contains_entry(name))
     }
 
-    /// Writes dump.json / stack.json / construct.json from everything recorded so far.
-    fn write_json(&mut self) -> PyResult<()> {
-        self.inner()?.write_json().map_err(os_err)
+    /// Writes dump.json / stack.json / construct.json from everything recorded so far, as a
+    /// clean stop() does (both frameworks call it there): waits for the statistics thread and
+    /// the tensor files, writes the JSON files durably and removes the journal (see
+    /// `capture::Session::settle`); recording may go on afterwards. Returns whether the
+    /// journal is gone.
+    fn write_json(&mut self, py: Python<'_>) -> PyResult<bool> {
+        self.inner()?;
+        self.collect(py, &[], true)?;
+        // The writer's thread ends with `finish`; later tensor files go to a new one.
+        let mut tensors = std::mem::take(&mut self.tensors);
+        let waited = py.detach(|| tensors.finish());
+        let keep = self.keep_journal || waited.is_err();
+        let gone = self.inner()?.settle(keep).map_err(os_err)?;
+        waited.map_err(os_err)?;
+        Ok(gone)
     }
 
-    /// Waits for the tensor files, writes the JSON files and closes the journal.
+    /// Waits for the tensor files, writes the JSON files and closes the journal: removed
+    /// once the JSON files are durable (kept with `keep_journal`, or when a tensor file
+    /// failed, so `numprobe recover` and `validate` see an unfinished run).
     fn close(&mut self, py: Python<'_>) -> PyResult<()> {
         if self.inner.is_some() {
             self.collect(py, &[], true)?;
@@ -578,12 +597,16 @@ impl Session {
         let tensors = &mut self.tensors;
         let waited = py.detach(|| tensors.finish());
         if let Some(mut s) = self.inner.take() {
-            // A killed process loses nothing without fsync; `fsync` also guards each
-            // finished step against a power cut, at a few ms per step.
-            if self.fsync {
-                s.finish().map_err(os_err)?;
+            if self.keep_journal || waited.is_err() {
+                // A killed process loses nothing without fsync; `fsync` also guards the kept
+                // journal against a power cut, at a few ms per step.
+                if self.fsync {
+                    s.finish().map_err(os_err)?;
+                } else {
+                    s.write_json().map_err(os_err)?;
+                }
             } else {
-                s.write_json().map_err(os_err)?;
+                s.settle(false).map_err(os_err)?;
             }
         }
         waited.map_err(os_err)
@@ -689,13 +712,27 @@ fn recover(dir: PathBuf) -> PyResult<Vec<(String, usize, u64, usize)>> {
         .collect())
 }
 
+/// Turns one iteration folder of a staged kernel-level dump into MindSpore's `statistic.csv`
+/// and removes its `.npy` files (MindSpore writes no statistics on the CPU); returns the rows
+/// added.
+#[pyfunction]
+fn kernel_statistics(py: Python<'_>, dir: PathBuf) -> PyResult<usize> {
+    py.detach(|| {
+        let engine = stats_gpu::Engine::new();
+        capture::kernel_stats::summarize_step_dir(&dir, &engine)
+    })
+    .map_err(os_err)
+}
+
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     accuracy::register(m)?;
+    ptread::register(m)?;
     m.add_class::<Session>()?;
     m.add_class::<TensorRec>()?;
     m.add_function(wrap_pyfunction!(recover, m)?)?;
     m.add_function(wrap_pyfunction!(fingerprint, m)?)?;
     m.add_function(wrap_pyfunction!(torch_order_mean_norm, m)?)?;
+    m.add_function(wrap_pyfunction!(kernel_statistics, m)?)?;
     Ok(())
 }

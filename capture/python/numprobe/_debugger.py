@@ -1,8 +1,8 @@
 """The part of msprobe's ``PrecisionDebugger`` that does not depend on the framework: one
 instance per process, config.json read once, start/stop/step handed to the adapter's recorder."""
-from typing import Any, ClassVar, List, Optional, Protocol, Type, TypeVar
+from typing import Any, ClassVar, List, Optional, Protocol, Tuple, Type, TypeVar
 
-from .config import DumpConfig
+from .config import ConfigError, DumpConfig
 
 
 class RecorderProtocol(Protocol):
@@ -23,6 +23,8 @@ class DebuggerBase:
 
     _instance: ClassVar[Optional["DebuggerBase"]] = None
     _recorder_class: ClassVar[Optional[Type[RecorderProtocol]]] = None
+    # The dump levels the framework's adapter implements.
+    _levels: ClassVar[Tuple[str, ...]] = ("L0", "L1", "mix")
     _initialized: bool
     config: DumpConfig
     model: Any
@@ -43,6 +45,11 @@ class DebuggerBase:
         self._initialized = True
         self.config = DumpConfig.load(config_path, task=task, dump_path=dump_path, level=level,
                                       step=step)
+        if self.config.level not in type(self)._levels:
+            self._initialized = False
+            type(self)._instance = None
+            raise ConfigError(f"level {self.config.level!r} is not available for this framework "
+                              f"(levels: {', '.join(type(self)._levels)})")
         self.model = model
         make = type(self)._recorder_class
         assert make is not None, "subclasses set _recorder_class"

@@ -4,7 +4,9 @@
 selected step records something, as msprobe does; the adapters supply what depends on the
 framework: its name, how the rank is found, and where msprobe's two flavours differ (below).
 """
+import atexit
 import os
+import sys
 from typing import Any, Dict, Iterable, Optional, Set
 
 from . import _native, _settings
@@ -47,6 +49,14 @@ class StepSession:
         self.session: Optional[_native.Session] = None
         self.rank_dir: Optional[str] = None
         self.tensor_dir: Optional[str] = None
+        # Whether this process opened a session, and whether it said why it dumps nothing:
+        # a `step`/`rank` list that matches nothing is reported, never an empty dump.
+        self.dumped = False
+        self.rank_warned = False
+        self.step_warned = False
+        self.seen_rank: Optional[int] = None
+        if self.steps:
+            atexit.register(self._warn_no_step_matched)
 
     # -- framework hooks -------------------------------------------------------------------
     def current_rank(self) -> Optional[int]:
@@ -57,8 +67,42 @@ class StepSession:
         """Keyword arguments of `numprobe._native.Session` that depend on the framework."""
         return {"summary_mode": self.cfg.summary_mode}
 
+    def world_size(self) -> Optional[int]:
+        """The number of ranks of a distributed run, None when unknown."""
+        return None
+
     def session_opened(self) -> None:
         """Called once the session of a step is open."""
+
+    def _warn(self, text: str) -> None:
+        print(f"numprobe: warning: {text}", file=sys.stderr, flush=True)
+
+    def _warn_rank_excluded(self, rank: Optional[int]) -> None:
+        """Once per process: the `rank` list leaves this process out and, when the run's size
+        is known, names no rank of the run at all (said by rank 0 alone)."""
+        if self.rank_warned:
+            return
+        self.rank_warned = True
+        listed = sorted(self.ranks)
+        world = self.world_size()
+        if world is None:
+            self._warn(f"rank {rank if rank is not None else 0} is not in config.json's rank "
+                       f"list {listed}: this process dumps nothing")
+        elif not any(r < world for r in listed) and (rank or 0) == 0:
+            self._warn(f"no rank of config.json's rank list {listed} is in this run of {world} "
+                       f"ranks (0-{world - 1}): nothing is dumped")
+
+    def _warn_no_step_matched(self, passed: bool = False) -> None:
+        """Once: no listed step was dumped, either because the run has passed the last of
+        them (`passed`) or because it ended first (at exit)."""
+        if self.dumped or self.rank_warned or self.step_warned:
+            return
+        self.step_warned = True
+        if self.seen_rank not in (None, 0):
+            return  # every rank would say the same: rank 0 says it
+        when = "passed the last" if passed else "ended before reaching any"
+        self._warn(f"the run {when} of config.json's steps {sorted(self.steps)} after "
+                   f"{self.step_no} steps: nothing was dumped")
 
     # -- shared ----------------------------------------------------------------------------
     def ensure_session(self) -> bool:
@@ -71,6 +115,7 @@ class StepSession:
             return False
         rank = self.current_rank()
         if self.ranks and (rank if rank is not None else 0) not in self.ranks:
+            self._warn_rank_excluded(rank)
             return False
         root = os.path.abspath(cfg.dump_path) if self.absolute_dump_path else cfg.dump_path
         sub = f"rank{rank}" if rank is not None else f"proc{os.getpid()}"
@@ -82,8 +127,10 @@ class StepSession:
         named = self.tensor_dir if (self.data_dir_with_tensor_list or cfg.task == "tensor") else None
         self.session = _native.Session(
             self.rank_dir, cfg.task, cfg.level, self.framework, named, cfg.extra_info,
-            precision=cfg.precision, fsync=_settings.fsync(), **self.session_options(),
+            precision=cfg.precision, fsync=_settings.fsync(),
+            keep_journal=_settings.keep_journal(), **self.session_options(),
         )
+        self.dumped = True
         self.session_opened()
         return True
 
@@ -97,3 +144,6 @@ class StepSession:
         """Closes the current step's session and counts the step."""
         self.close_session()
         self.step_no += 1
+        self.seen_rank = self.current_rank()
+        if self.steps and self.step_no > max(self.steps):
+            self._warn_no_step_matched(passed=True)

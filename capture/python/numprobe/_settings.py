@@ -32,10 +32,24 @@ RUN_UT_OVERLAP = Knob(
     "otherwise on when torch leaves a core idle")
 FSYNC = Knob(
     "NUMPROBE_FSYNC", "0",
-    "`1`: each finished step's journal and JSON files are fsynced (a killed process loses "
-    "nothing without it; this guards against a power cut)")
+    "`1`: a journal kept (NUMPROBE_KEEP_JOURNAL) is fsynced at each finished step (a killed "
+    "process loses nothing without it; this guards against a power cut; the JSON files of a "
+    "clean stop are always fsynced)")
 
-KNOBS = (DEVICE_STATS, DEVICE_STATS_BOUND, ASYNC_STATS, RUN_UT_OVERLAP, FSYNC)
+KEEP_JOURNAL = Knob(
+    "NUMPROBE_KEEP_JOURNAL", "0",
+    "`1`: a clean stop()/step() keeps `numprobe_journal.bin` in the rank directory (by default "
+    "it is removed once the JSON files are durable, leaving msprobe's files only)")
+
+EXTRA_APIS = Knob(
+    "NUMPROBE_EXTRA_APIS", "0",
+    "`1`: PyTorch calls msprobe cannot see (unary minus as `Tensor.neg`, a function stored "
+    "before the debugger was created) are recorded too, as `Extra.{Prefix}.{api}.{n}` with "
+    "counters of their own (msprobe's names are unchanged); also `PrecisionDebugger(..., "
+    "extra_apis=True)`")
+
+KNOBS = (DEVICE_STATS, DEVICE_STATS_BOUND, ASYNC_STATS, RUN_UT_OVERLAP, FSYNC, KEEP_JOURNAL,
+         EXTRA_APIS)
 
 
 def raw(knob: Knob) -> str:
@@ -76,3 +90,30 @@ def run_ut_overlap() -> Optional[bool]:
 
 def fsync() -> bool:
     return raw(FSYNC) == "1"
+
+
+def keep_journal() -> bool:
+    return raw(KEEP_JOURNAL) == "1"
+
+
+def extra_apis() -> bool:
+    return raw(EXTRA_APIS) == "1"
+
+
+# Variables of the framework, not numprobe's knobs: read here so that this module stays the one
+# place that reads the environment.
+def mindspore_dump_config() -> Optional[str]:
+    """``MINDSPORE_DUMP_CONFIG``: the dump JSON MindSpore reads (level L2 sets it)."""
+    return os.environ.get("MINDSPORE_DUMP_CONFIG")
+
+
+def rank_id() -> int:
+    """``RANK_ID`` (MindSpore's launcher sets it), 0 when unset or empty."""
+    return int(os.environ.get("RANK_ID", "0") or 0)
+
+
+def use_mindspore_dump_config(path: str) -> None:
+    """Points MindSpore's dump at ``path`` and drops ``MS_ACL_DUMP_CFG_PATH`` (an Ascend dump
+    configuration that would take precedence), as msprobe's level L2 does."""
+    os.environ["MINDSPORE_DUMP_CONFIG"] = path
+    os.environ.pop("MS_ACL_DUMP_CFG_PATH", None)

@@ -4,7 +4,8 @@ import os
 from typing import Any, Dict, List, Mapping, Optional, Set
 
 TASKS = ("statistics", "tensor", "structure")
-LEVELS = ("L0", "L1", "mix")
+# L2 (kernel level) is MindSpore's only (mindspore/kernel_dump.py); the PyTorch adapter refuses it.
+LEVELS = ("L0", "L1", "mix", "L2")
 SUMMARY_MODES = ("statistics", "md5", "xor")
 RISK_LEVELS = ("CORE", "FOCUS", "ALL")
 DATA_MODES = ("all", "forward", "backward", "input", "output")

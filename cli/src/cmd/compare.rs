@@ -1,6 +1,7 @@
 //! `numprobe compare TARGET GOLDEN --out DIR`: msprobe's compare result table
 //! (`compare_result_{timestamp}.csv`) plus `summary.md` and a terminal summary naming the first
-//! divergence.
+//! divergence. Two run roots holding several (step, rank) pairs are compared whole
+//! ([`super::compare_run`]).
 
 use super::CmdResult;
 use compare::CompareOptions;
@@ -33,12 +34,16 @@ pub struct Args {
     /// API-name mapping table between frameworks (msprobe's -am), a flat YAML table.
     #[arg(long, value_name = "MAP.yaml")]
     pub api_mapping: Option<PathBuf>,
-    /// Step to compare when a dump root is given.
-    #[arg(long)]
-    pub step: Option<u64>,
-    /// Rank to compare when a step or dump root is given.
-    #[arg(long)]
-    pub rank: Option<u64>,
+    /// Step(s) to compare when a dump root is given (a list compares each: `--step 0,2`).
+    #[arg(long, value_delimiter = ',')]
+    pub step: Vec<u64>,
+    /// Rank(s) to compare when a step or dump root is given (a list compares each).
+    #[arg(long, value_delimiter = ',')]
+    pub rank: Vec<u64>,
+    /// Pairs compared at once when two whole runs are compared (each holds one pair in memory;
+    /// default: the number of CPUs).
+    #[arg(long, value_name = "N")]
+    pub workers: Option<usize>,
     /// Write the result table as compare_result_{timestamp}.xlsx instead of CSV (msprobe's --xlsx).
     #[arg(long)]
     pub xlsx: bool,
@@ -55,6 +60,10 @@ pub struct Args {
     /// Timestamp in the output file name: 14 digits, YYYYMMDDHHMMSS (default: now, local time).
     #[arg(long)]
     pub timestamp: Option<String>,
+    /// Also write compare_{timestamp}.vis.db, the SQLite file msprobe's graph_visualize writes
+    /// for its TensorBoard plugin (tb-graph-ascend).
+    #[arg(long)]
+    pub vis_db: bool,
     /// Exit 0 when the comparison ran, even if it found error rows (for a pair known to
     /// diverge; without it such a run exits 1, which gates CI jobs).
     #[arg(long)]
@@ -78,17 +87,41 @@ impl Progress for Bar {
 }
 
 pub fn run(args: Args) -> CmdResult {
-    let opts = CompareOptions {
-        target: args.target,
-        golden: args.golden,
-        out_dir: args.out,
+    if dumpfmt::kernel::is_kernel_dump(&args.target)
+        && dumpfmt::kernel::is_kernel_dump(&args.golden)
+    {
+        return run_kernel(args);
+    }
+    // One timestamp for every file of the run (table, vis.db).
+    let mut args = args;
+    args.timestamp = Some(
+        args.timestamp
+            .take()
+            .unwrap_or_else(compare::run::timestamp_now),
+    );
+    let opts = options(&args);
+    if let Some(code) = super::compare_run::try_run(&args, &opts)? {
+        return Ok(code);
+    }
+    if args.step.len() > 1 || args.rank.len() > 1 {
+        return Err("--step/--rank lists need two run roots (step*/rank*/ trees)".into());
+    }
+    run_pair(args, opts)
+}
+
+/// The single-pair options of the command line.
+pub fn options(args: &Args) -> CompareOptions {
+    CompareOptions {
+        target: args.target.clone(),
+        golden: args.golden.clone(),
+        out_dir: args.out.clone(),
         fuzzy_match: args.fuzzy_match,
-        data_mapping: args.data_mapping,
-        cell_mapping: args.cell_mapping,
-        api_mapping: args.api_mapping,
-        step: args.step,
-        rank: args.rank,
-        timestamp: args.timestamp,
+        data_mapping: args.data_mapping.clone(),
+        cell_mapping: args.cell_mapping.clone(),
+        api_mapping: args.api_mapping.clone(),
+        step: args.step.first().copied(),
+        rank: args.rank.first().copied(),
+        timestamp: args.timestamp.clone(),
         tolerance: args.tolerance,
         pandas: if args.pandas == "3" {
             PandasCompat::V3
@@ -100,7 +133,10 @@ pub fn run(args: Args) -> CmdResult {
         // Tensor metrics on the GPU only for large pairs on a hardware adapter.
         backend: Backend::Auto,
         stats_engine: Some(std::sync::Arc::new(super::stats_engine())),
-    };
+    }
+}
+
+fn run_pair(args: Args, opts: CompareOptions) -> CmdResult {
     let bar = ProgressBar::new(0).with_style(
         ProgressStyle::with_template(
             "{spinner} comparing tensors {bar:40} {pos}/{len} [{elapsed}<{eta}]",
@@ -108,15 +144,58 @@ pub fn run(args: Args) -> CmdResult {
         .expect("static template"),
     );
     let bar = Bar(bar);
-    let outcome = compare::run(&opts, &bar)?;
+    let (outcome, compared) = compare::run_keeping(&opts, &bar)?;
     bar.0.finish_and_clear();
+    let visual = report::write_beside(
+        &outcome,
+        &compared,
+        &opts.out_dir,
+        args.vis_db
+            .then_some(opts.timestamp.as_deref().unwrap_or_default()),
+    )?;
     println!("{}", outcome.summary_text.trim_end());
     println!();
     println!("result table: {}", outcome.table_path.display());
     println!("summary:      {}", outcome.summary_path.display());
+    println!("report:       {}", visual.html.display());
+    if let Some(db) = &visual.vis_db {
+        println!("vis.db:       {}", db.display());
+    }
     // The exit-code contract: 1 when the comparison ran and found problems (error rows,
     // unreadable tensors among them).
     Ok(if outcome.summary.row_levels[2] > 0 && !args.exit_zero {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+/// Two MindSpore kernel-level dumps: msprobe's graph-mode tables, one per rank and iteration.
+fn run_kernel(args: Args) -> CmdResult {
+    let ranks = args
+        .rank
+        .iter()
+        .map(|&r| u32::try_from(r).map_err(|_| format!("--rank {r}: out of range")))
+        .collect::<Result<Vec<u32>, String>>()?;
+    let opts = compare::kernel::KernelCompareOptions {
+        ranks: (!ranks.is_empty()).then_some(ranks),
+        steps: (!args.step.is_empty()).then(|| args.step.clone()),
+    };
+    let outcome = compare::kernel::run_kernel_compare(
+        &args.target,
+        &args.golden,
+        &args.out,
+        &opts,
+        args.timestamp.as_deref(),
+        args.tolerance,
+    )?;
+    println!("{}", outcome.summary_text.trim_end());
+    println!();
+    for (_, path) in &outcome.tables {
+        println!("result table: {}", path.display());
+    }
+    println!("summary:      {}", outcome.summary_path.display());
+    Ok(if outcome.error_rows > 0 && !args.exit_zero {
         ExitCode::from(1)
     } else {
         ExitCode::SUCCESS

@@ -3,6 +3,7 @@
 
 pub mod acc_check;
 pub mod compare;
+pub mod compare_run;
 pub mod fmt;
 pub mod inspect;
 pub mod precision_compare;

@@ -1,9 +1,12 @@
 //! `numprobe stats <file>`: the statistics msprobe would record for one tensor file, as one JSON
-//! object with msprobe's keys. The file is memory-mapped and read once.
+//! object with msprobe's keys. The file is memory-mapped and read once; a strided `.pt` view
+//! (sliced, transposed, broadcast) is read through its strides a chunk at a time, never
+//! gathered whole.
 
 use super::CmdResult;
 use clap::ValueEnum;
-use stats_gpu::{Backend, Exactness, Flavour, Options, Precision, SummaryMode};
+use dumpfmt::pt::{CHUNK_ELEMS, Stored, StridedTensor};
+use stats_gpu::{Backend, Exactness, Flavour, Options, Precision, Streamed, SummaryMode};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -65,6 +68,27 @@ pub enum ExactnessArg {
     Rounded,
 }
 
+/// A strided view read through its strides, a chunk at a time: nothing of its C-order size is
+/// allocated. Statistics need each distinct element once (a broadcast dimension repeats
+/// them); checksums read every element in order.
+fn strided_record(view: &StridedTensor, opts: &Options) -> stats_gpu::Record {
+    let mut acc = Streamed::new(view.dtype(), opts);
+    let ok: Result<(), std::convert::Infallible> = if opts.mode == SummaryMode::Statistics {
+        let (distinct, repeat) = view.layout().without_broadcast();
+        view.for_each_chunk_of(&distinct, CHUNK_ELEMS, |c| {
+            acc.push_repeated(&c, repeat);
+            Ok(())
+        })
+    } else {
+        view.for_each_chunk(CHUNK_ELEMS, |c| {
+            acc.push(&c);
+            Ok(())
+        })
+    };
+    let Ok(()) = ok;
+    acc.finish()
+}
+
 fn default_flavour(path: &Path) -> Flavour {
     match path.extension().and_then(|e| e.to_str()) {
         Some(e) if e.eq_ignore_ascii_case("npy") => Flavour::MindSpore,
@@ -73,7 +97,7 @@ fn default_flavour(path: &Path) -> Flavour {
 }
 
 pub fn run(args: Args) -> CmdResult {
-    let tensor = dumpfmt::tensor::read_tensor(&args.file)?;
+    let stored = dumpfmt::tensor::open_tensor(&args.file)?;
     let opts = Options {
         mode: match args.summary {
             SummaryArg::Statistics => SummaryMode::Statistics,
@@ -101,8 +125,11 @@ pub fn run(args: Args) -> CmdResult {
             ExactnessArg::Rounded => Exactness::Rounded,
         },
     };
-    // float8 tensors give msprobe's record without statistics (four nulls).
-    let record = super::stats_engine().compute(&tensor.view(), &opts)?;
+    let record = match stored {
+        // float8 tensors give msprobe's record without statistics (four nulls).
+        Stored::Dense(tensor) => super::stats_engine().compute(&tensor.view(), &opts)?,
+        Stored::Strided(view) => strided_record(&view, &opts),
+    };
     println!("{record}");
     Ok(ExitCode::SUCCESS)
 }

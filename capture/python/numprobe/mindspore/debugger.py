@@ -6,14 +6,22 @@ from typing import Any
 import mindspore as ms
 
 from .._debugger import DebuggerBase
+from ..config import DumpConfig
+from .kernel_dump import KernelDumpRecorder
 from .recorder import Recorder
+
+
+def _recorder_for(cfg: DumpConfig) -> Any:
+    """Level L2 is MindSpore's own kernel dump; the other levels hook the Python APIs."""
+    return KernelDumpRecorder(cfg) if cfg.level == "L2" else Recorder(cfg)
 
 
 class PrecisionDebugger(DebuggerBase):
     """msprobe's ``PrecisionDebugger`` for MindSpore (see ``numprobe._debugger.DebuggerBase``)."""
 
     _instance = None
-    _recorder_class = Recorder
+    _recorder_class = _recorder_for  # type: ignore[assignment]
+    _levels = ("L0", "L1", "mix", "L2")
     recorder: Recorder
 
 

@@ -3,7 +3,8 @@
 What is hooked, and under which names, follows msprobe 26.2 on the same script:
 - APIs of `mindspore.ops` (Functional), `Tensor` methods (Tensor), `mint` (Mint),
   `mint.nn.functional` (MintFunctional) and the distributed namespaces, by replacing the
-  module/class attributes (L1, mix); only the outermost of nested API calls is recorded.
+  module/class attributes when the debugger is created (L1, mix), as msprobe does; only the
+  outermost of nested API calls is recorded, and only between start() and stop().
 - Primitive attributes of the model's cells (`Primitive.{attr}.{Class}.{n}`, L1/mix, only when
   `start(model)` got a model); their counter advances on every call, recorded or not.
 - `mindspore.jit` functions through the jit executor (`Jit.{name}.{n}.forward`, L1/mix).
@@ -198,6 +199,13 @@ class Recorder(StepSession):
         # Built once, like msprobe's: an open range stays open into the next step.
         self.scope = DumpScope.build(cfg.scope, cfg.list, cfg.level)
         self._reset_counters()
+        if cfg.level in ("L1", "mix"):
+            # At creation, as msprobe does: a function stored as an attribute after this (say
+            # TransformerEncoderLayer's `self.activation = ops.relu`) is the wrapper, and its
+            # calls are recorded like msprobe's; the wrappers record only while running.
+            _active[0] = self
+            install_api_wrappers()
+            _install_jit_probe()
         atexit.register(self.close)
 
     # -- step and session ------------------------------------------------------------------
@@ -210,6 +218,7 @@ class Recorder(StepSession):
         self.keep = []  # hook dictionaries (CellBackwardHook holds them weakly)
         self.cell_stack = []  # forward and backward cells now running, innermost last
         self.cells_with_backward = set()  # Cells whose backward entry got data this step
+        self.pending_cells = []  # (name, parent) of Cells opened since construct.json's last write
 
     def current_rank(self):
         return _current_rank()
@@ -414,8 +423,22 @@ class Recorder(StepSession):
         return bool(body)
 
     def _construct(self, name, parent):
-        if self.session is not None and self.cfg.extra_info and self.cfg.level in ("L0", "mix"):
-            self.session.construct(name, parent)
+        """construct.json's `name: parent`, in msprobe's order: a Cell's key goes in at the next
+        entry written after its hook opened it (msprobe merges its table of open Cells into
+        construct.json whenever it collects data), an API's key at once."""
+        if self.session is None or not self.cfg.extra_info or self.cfg.level not in ("L0", "mix"):
+            return
+        if name.startswith("Cell."):
+            self.pending_cells.append((name, parent))
+            return
+        self.session.construct(name, parent)
+        self._flush_cells()
+
+    def _flush_cells(self):
+        if self.session is not None:
+            for name, parent in self.pending_cells:
+                self.session.construct(name, parent)
+        self.pending_cells.clear()
 
     # -- backward hooks --------------------------------------------------------------------
     def _bw_hook(self, name, cell, fn, pre):
@@ -570,11 +593,12 @@ class Recorder(StepSession):
             if cell is model or not name:
                 continue
             prefix = f"Cell.{index}{name}.{type(cell).__name__}."
-            cell.register_forward_pre_hook(self._cell_pre_hook(prefix))
+            # With keyword arguments, as msprobe registers it: they go to `input_kwargs`.
+            cell.register_forward_pre_hook(self._cell_pre_hook(prefix), with_kwargs=True)
             cell.register_forward_hook(self._cell_post_hook(prefix))
 
     def _cell_pre_hook(self, prefix):
-        def pre(cell, args):
+        def pre(cell, args, kwargs):
             if not self.running:
                 return None
             with _Busy():
@@ -585,11 +609,11 @@ class Recorder(StepSession):
                 self._construct(fwd, self._api_parent())
                 self.cell_stack.append(fwd)
                 self._begin_cell(fwd)
-                recorded = self._forward_input(fwd, args, {})
+                recorded = self._forward_input(fwd, args, kwargs)
                 cell._numprobe_in = recorded
                 new_args, bw = self._wrap_cell_backward(bwd, cell, args)
                 cell._numprobe_bw = bw
-            return new_args if bw is not None else None
+            return (new_args, kwargs) if bw is not None else None
 
         return pre
 
@@ -599,7 +623,9 @@ class Recorder(StepSession):
 
         def on_inputs(_cell, grad_inputs, grad_outputs):
             self._record_cell_backward(name, grad_outputs, grad_inputs)
-            if self.cell_stack and self.cell_stack[-1] == name:
+            # The innermost open Cell closes whatever its name, as in msprobe: a backward
+            # scope whose own hook came out of order never stays open for later entries.
+            if self.cell_stack:
                 self.cell_stack.pop()
 
         bw = self._bw_hook(name, cell, on_inputs, False)
@@ -613,6 +639,7 @@ class Recorder(StepSession):
                 return None
             with _Busy():
                 self.cell_stack.pop()
+                self._flush_cells()
                 self._end_cell(fwd)
                 bwd = f"{prefix}backward.{n}"
                 params = {k.split(".")[-1]: v for k, v in cell.parameters_dict(recurse=False).items()}
@@ -643,6 +670,7 @@ class Recorder(StepSession):
         return post
 
     def _record_cell_backward(self, name, grads_of_outputs, grads_of_inputs):
+        self._flush_cells()
         if self._record_backward(name, grads_of_outputs, grads_of_inputs, parent=False):
             # A Cell with backward data keeps its parameter gradients whatever the scope says.
             self.cells_with_backward.add(name.rsplit(".", 2)[0])
@@ -682,7 +710,9 @@ class Recorder(StepSession):
                 with _Busy():
                     fb = f"{name}" if self.cfg.saves_tensors(name) else None
                     rec = self._value(grad, [pname], fb)
-                    self.session.entry(name, {pname: [rec]})
+                    # An update of a Cell entry moves it to the end, as msprobe's writer
+                    # does: the entry lands after the last of its gradients.
+                    self.session.entry(name, {pname: [rec]}, True)
             return None
 
         return hook

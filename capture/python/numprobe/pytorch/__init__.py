@@ -2,6 +2,14 @@
 
     from numprobe.pytorch import PrecisionDebugger, seed_all, module_dump, module_dump_end
 """
-from .debugger import PrecisionDebugger, module_dump, module_dump_end, seed_all
-
 __all__ = ["PrecisionDebugger", "seed_all", "module_dump", "module_dump_end"]
+
+
+def __getattr__(name):
+    # The capture machinery (hooks over torch's API lists) is imported on first use: the
+    # replay (`python -m numprobe.pytorch run_ut`) needs none of it.
+    if name in __all__:
+        from . import debugger
+
+        return getattr(debugger, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,14 +1,14 @@
 """API calls (levels L1 and mix): how torch's APIs reach the recorder, and what it records of
 each call.
 
-Calls are seen through a ``TorchFunctionMode`` (``_Mode``) and, where the mode alone cannot see
-the call as the script made it, through wrappers set in torch's namespaces (``_patch_namespaces``).
-Each recorded call goes through ``ApiHooks.call_api``: its counter, msprobe's filters (scope,
+Calls are recorded through wrappers set in torch's namespaces (``_patch_namespaces``) when the
+debugger is created, as msprobe sets its own; a ``TorchFunctionMode`` (``_Mode``) sees the calls
+no wrapper took (recorded only under the ``extra_apis`` opt-in) and guards the statistics
+thread's tensors against writes. Each recorded call goes through ``ApiHooks.call_api``: its counter, msprobe's filters (scope,
 list, risk level), the inputs before it runs, the outputs after, and a hook on the outputs'
 autograd node for the backward entry. The APIs outside torch's Python namespaces (torch_npu,
 ``torch.ops``) are wrapped by _ops_hooks.py and go through the same ``call_api``.
 """
-import types
 from typing import Any, List, Tuple
 
 import torch
@@ -19,7 +19,6 @@ from . import _api_lists
 from . import _ops_hooks
 from ._reentry import busy as _busy
 from ._reentry import set_busy as _set_busy
-from ._reentry import tls as _tls
 from .risk import is_recorded_at
 
 
@@ -57,25 +56,17 @@ def api_map():
     return _API_MAP
 
 
-# Two kinds of hooked APIs need a wrapper in their namespace rather than the mode alone:
-# * operators reach __torch_function__ as the plain method (x * y arrives as Tensor.mul), so a
-#   C-level dunder is wrapped to leave its name for the very next intercepted call;
-# * Python-level functions (F.layer_norm, F.softmax...) reach it with their arguments rewritten
-#   by handle_torch_function, so they are wrapped to record the caller's own arguments.
+# Which calls are recorded by default is decided as in msprobe: msprobe replaces each listed
+# API in its namespace (torch.Tensor, torch, torch.nn.functional, torch._VF) by a wrapper when
+# the PrecisionDebugger is created, so it records exactly the calls that look the API up there
+# afterwards. numprobe sets its wrappers at the same moment (``_patch_namespaces``) and records
+# what they see. Calls torch hands to the TorchFunctionMode without a wrapper (unary minus
+# arriving as Tensor.neg, a function stored before the wrappers were set, as transformers'
+# GELUActivation stores F.gelu) are what msprobe cannot see: recorded only under the opt-in
+# (``extra_apis``), as ``Extra.{Prefix}.{api}.{n}`` with counters of their own, so no name
+# msprobe would write changes.
+EXTRA_PREFIX = "Extra."
 _PATCHED: List[Tuple[Any, str, Any]] = []  # (namespace, attribute, original)
-
-
-def _make_hint_wrapper(orig, name):
-    def wrapper(*args, **kwargs):
-        _tls.hint = name
-        try:
-            return orig(*args, **kwargs)
-        finally:
-            _tls.hint = None
-
-    wrapper.__name__ = name
-    wrapper.__qualname__ = "Tensor." + name
-    return wrapper
 
 
 def _make_api_wrapper(orig, api):
@@ -89,30 +80,72 @@ def _make_api_wrapper(orig, api):
     wrapper.__qualname__ = getattr(orig, "__qualname__", api[1])
     wrapper.__doc__ = getattr(orig, "__doc__", None)
     wrapper.__wrapped__ = orig
+    wrapper._numprobe_api = api
     return wrapper
 
 
 _ACTIVE = [None]  # the recorder the namespace wrappers report to
 
+# msprobe's built-in ignore rules for torch.distributed (its builtin_ignore_ops.yaml): the
+# arguments that are only destinations (an all_gather's output list, a recv's buffer) are
+# recorded as null among the inputs, as `isend`'s tensor is among the outputs.
+# name -> (input indices, input keyword names, output indices)
+_DIST_IGNORE = {
+    "recv": ((0,), (), ()),
+    "irecv": ((0,), ("tensor",), ()),
+    "isend": ((), (), (0,)),
+    "all_gather": ((0,), (), ()),
+    "gather": ((1,), (), ()),
+    "scatter": ((0,), (), ()),
+    "reduce_scatter": ((0,), (), ()),
+    "_reduce_scatter_base": ((0,), (), ()),
+    "_all_gather_base": ((0,), (), ()),
+    "all_to_all_single": ((0,), (), ()),
+    "all_to_all": ((0,), (), ()),
+    "all_gather_into_tensor": ((0,), (), ()),
+    "reduce_scatter_tensor": ((0,), (), ()),
+}
+
+
+def _masked(seq, indices):
+    return [None if i in indices else v for i, v in enumerate(seq)]
+
+
+def _dist_namespaces():
+    if not torch.distributed.is_available():
+        return []
+    import torch.distributed.distributed_c10d as c10d
+    return [(torch.distributed, _api_lists.DISTRIBUTED, "Distributed"),
+            (c10d, _api_lists.DISTRIBUTED, "Distributed")]
+
+
+def _namespaces():
+    """(namespace, listed names, prefix) of the APIs msprobe wraps in torch's namespaces."""
+    return [(F, _api_lists.FUNCTIONAL, "Functional"), (torch.Tensor, _api_lists.TENSOR, "Tensor"),
+            (torch, _api_lists.TORCH, "Torch"), (torch._VF, _api_lists.VF, "VF")]
+
 
 def _patch_namespaces():
+    """Sets the wrappers (once per process). A dotted name (``linalg.norm``) is wrapped in its
+    sub-namespace and recorded under its last part, as msprobe does."""
     if _PATCHED:
         return
-    targets = [(torch.Tensor, _api_lists.TENSOR, "Tensor"), (torch, _api_lists.TORCH, "Torch"),
-               (F, _api_lists.FUNCTIONAL, "Functional")]
-    for ns, names, prefix in targets:
+    # torch.distributed's functions too (both the package and distributed_c10d, as msprobe):
+    # through the mode alone they arrive with every defaulted keyword filled in, and msprobe
+    # records the caller's own arguments.
+    for ns, names, prefix in _namespaces() + _dist_namespaces():
         for name in names:
-            orig = getattr(ns, name, None)
-            if orig is None or not callable(orig):
+            owner, attr = ns, name
+            if "." in name:
+                sub, attr = name.rsplit(".", 1)
+                owner = getattr(ns, sub, None)
+                if owner is None:
+                    continue
+            orig = getattr(owner, attr, None)
+            if orig is None or not callable(orig) or isinstance(orig, type):
                 continue
-            if isinstance(orig, types.FunctionType):
-                wrapper = _make_api_wrapper(orig, (prefix, name))
-            elif prefix == "Tensor" and name.startswith("__") and name.endswith("__"):
-                wrapper = _make_hint_wrapper(orig, name)
-            else:
-                continue
-            _PATCHED.append((ns, name, orig))
-            setattr(ns, name, wrapper)
+            _PATCHED.append((owner, attr, orig))
+            setattr(owner, attr, _make_api_wrapper(orig, (prefix, attr)))
 
 
 def _unpatch_namespaces():
@@ -130,17 +163,24 @@ class _Mode(TorchFunctionMode):
     def __torch_function__(self, func, types_, args=(), kwargs=None):
         if kwargs is None:
             kwargs = {}
-        hint = getattr(_tls, "hint", None)
-        if hint is not None:
-            _tls.hint = None
         rec = self.rec
-        if _busy() or not rec.api_enabled:
+        if _busy():
+            # Inside a recorded call (a wrapper handed over `func` may be, and passes through).
             if rec.async_storages:
                 rec._guard_writes(func, args, kwargs)
             return func(*args, **kwargs)
-        if hint is not None:
-            api = ("Tensor", hint)
-        else:
+        # torch names the function it dispatches by looking it up in its namespace, so a call
+        # no wrapper took (an operator slot such as unary minus, or a stored original Python
+        # function) can arrive here as the wrapper: run the original, as msprobe's run does.
+        api = getattr(func, "_numprobe_api", None)
+        if api is not None:
+            func = func.__wrapped__
+        if not rec.api_enabled or not rec.extra_apis:
+            if rec.async_storages:
+                rec._guard_writes(func, args, kwargs)
+            return func(*args, **kwargs)
+        # A call msprobe does not see, recorded under the opt-in only.
+        if api is None:
             try:
                 api = _API_MAP.get(func)
             except TypeError:
@@ -152,7 +192,7 @@ class _Mode(TorchFunctionMode):
             if rec.async_storages:
                 rec._guard_writes(func, args, kwargs)
             return func(*args, **kwargs)
-        return rec.call_api(api, func, args, kwargs)
+        return rec.call_api(api, func, args, kwargs, extra=True)
 
 
 def _first_tensor(v):
@@ -171,12 +211,17 @@ class ApiHooks:
 
     mode = None  # the _Mode while APIs are hooked
 
-    def hook_apis(self):
-        """Sets the namespace wrappers (once per process) and enters the mode."""
-        if self.mode is not None:
-            return
+    def wrap_apis(self):
+        """Sets the namespace wrappers (once per process): at the debugger's creation, as
+        msprobe does, so a function stored from a namespace after it is the wrapper."""
         api_map()
         _patch_namespaces()
+
+    def hook_apis(self):
+        """Sets the namespace wrappers (if not yet) and enters the mode."""
+        if self.mode is not None:
+            return
+        self.wrap_apis()
         _ops_hooks.install(self.cfg)
         _ACTIVE[0] = self
         self.mode = _Mode(self)
@@ -191,13 +236,20 @@ class ApiHooks:
             except Exception:  # popped by someone else already
                 pass
 
-    def call_api(self, api, func, args, kwargs, inner_busy=False):
+    def call_api(self, api, func, args, kwargs, inner_busy=False, extra=False):
         prefix, name = api
         if self.async_jobs:
             self._reap()
+        if extra:
+            # Own names and counters: the calls inside still reach their wrappers and are
+            # recorded under msprobe's names (the run below does not set the busy flag).
+            prefix = EXTRA_PREFIX + prefix
+            counters = self.extra_counters
+        else:
+            counters = self.counters
         key = prefix + "." + name
-        n = self.counters.get(key, 0)
-        self.counters[key] = n + 1
+        n = counters.get(key, 0)
+        counters[key] = n + 1
         entry = f"{key}.{n}.forward"
         cfg = self.cfg
         parent = self.module_stack[-1] if self.module_stack else None
@@ -223,11 +275,16 @@ class ApiHooks:
         _set_busy(True)
         try:
             self._begin_entry(entry)
+            ignore = _DIST_IGNORE.get(name, ((), (), ())) if prefix == "Distributed" else None
             if "forward" in modes and "input" in modes:
+                in_args = _masked(args, ignore[0]) if ignore else args
+                in_kwargs = ({k: (None if k in ignore[1] else v) for k, v in kwargs.items()}
+                             if ignore else kwargs)
                 body = {
-                    "input_args": [self.value(a, entry, ("input", i)) for i, a in enumerate(args)],
+                    "input_args": [self.value(a, entry, ("input", i))
+                                   for i, a in enumerate(in_args)],
                     "input_kwargs": {k: self.value(v, entry, ("kwargs", k), k)
-                                     for k, v in kwargs.items()},
+                                     for k, v in in_kwargs.items()},
                 }
                 self._entry(entry, body)
             if "forward" in modes and cfg.extra_info:
@@ -241,8 +298,14 @@ class ApiHooks:
         try:
             self._begin_entry(entry)
             if "forward" in modes and "output" in modes:
-                outs = list(out) if isinstance(out, (tuple, list)) else [out]
-                body = {"output": [self.value(o, entry, ("output", i)) for i, o in enumerate(outs)]}
+                if ignore is not None:
+                    # A collective works in place: msprobe records its arguments after the
+                    # call (positional, then the keywords' values) as the outputs.
+                    outs = _masked(list(args) + list(kwargs.values()), ignore[2])
+                    body = {"output": [self.value(o, entry, ("output", i))
+                                       for i, o in enumerate(outs)]}
+                else:
+                    body = {"output": self.outputs(out, entry)}
                 self._entry(entry, body)
             if "backward" in modes and torch.is_grad_enabled():
                 self._hook_backward(f"{key}.{n}.backward", prefix, name, out, args, kwargs)

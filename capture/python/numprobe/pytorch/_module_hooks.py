@@ -4,7 +4,15 @@ sub-module of the models given to ``start``, and the optimizer step's node in co
 Entries are named as msprobe names them: ``Module.{path}.{Class}.forward.{n}`` (with
 ``{index}.`` before the path when ``start`` got a list of models), ``….backward.{n}`` and
 ``….parameters_grad.{k}``.
+
+The backward entry of each forward call comes from a ``BackwardHook`` of that call fed, as
+msprobe feeds its own, with only the tensors that take part in the backward (found through
+lists, tuples and dicts): torch's full backward hooks would see tuples only, give a None output
+a slot and a bool mask a gradient.
 """
+import torch
+from torch.utils.hooks import BackwardHook
+
 from ._reentry import busy as _busy
 from ._reentry import set_busy as _set_busy
 
@@ -33,6 +41,100 @@ def _quiet_backward_hook_setup():
             return quiet
 
         setattr(cls, meth, make(orig))
+
+
+def _grad_tensors(v, out):
+    """The tensors of a module's inputs or outputs that take part in the backward, as msprobe
+    hands them to its backward hook: tensors requiring grad, found through lists, tuples and
+    dicts (a ModelOutput is a dict of its non-None fields; other objects are not searched)."""
+    if isinstance(v, torch.Tensor):
+        if torch.is_grad_enabled() and v.requires_grad:
+            out.append(v)
+    elif isinstance(v, (list, tuple)):
+        for x in v:
+            _grad_tensors(x, out)
+    elif isinstance(v, dict):
+        for x in v.values():
+            _grad_tensors(x, out)
+    return out
+
+
+def _rebuild(v, it):
+    """`v` with each tensor `_grad_tensors` found replaced by the next of `it` (lists and dicts
+    in place, as the module's caller may hold them; tuples and namedtuples rebuilt)."""
+    if isinstance(v, torch.Tensor):
+        if torch.is_grad_enabled() and v.requires_grad:
+            t = next(it)
+            if t._base is not None:
+                # BackwardHookFunction returns views; an in-place write on them by the model
+                # (as on the original) must stay allowed.
+                meta = torch._C._autograd
+                if meta._get_creation_meta(t) != meta.CreationMeta(0):
+                    meta._set_creation_meta(t, meta.CreationMeta(0))
+            return t
+        return v
+    if isinstance(v, list):
+        for i, x in enumerate(v):
+            v[i] = _rebuild(x, it)
+        return v
+    if isinstance(v, dict):
+        for k, x in list(v.items()):
+            v[k] = _rebuild(x, it)
+        return v
+    if isinstance(v, tuple):
+        items = [_rebuild(x, it) for x in v]
+        return type(v)(*items) if hasattr(v, "_fields") else type(v)(items)
+    return v
+
+
+def _setup_backward(setup, value):
+    """Routes the gradient-taking tensors of `value` through one of a BackwardHook's setup
+    methods, so the module's backward hook sees exactly those gradients (no slot for a None or
+    non-tensor output, none for a bool mask, and dict/ModelOutput outputs included)."""
+    tensors = _grad_tensors(value, [])
+    if not tensors:
+        setup(())
+        return value
+    return _rebuild(value, iter(setup(tuple(tensors))))
+
+
+def _backward_hook(module, rec, prefix, n):
+    """The BackwardHook of forward call `n` of `module`: its backward entry is
+    `{prefix}.backward.{n}`."""
+    entry = f"{prefix}.backward.{n}"
+
+    def backward_pre(mod, grad_output):
+        if rec.enabled and rec.session is not None:
+            rec.bwd_stack.append(entry)
+        return None
+
+    def backward(mod, grad_input, grad_output):
+        if rec.bwd_stack and rec.bwd_stack[-1] == entry:
+            rec.bwd_stack.pop()
+        if not rec.enabled or rec.session is None:
+            return None
+        if not rec.selected(entry):
+            return None
+        _set_busy(True)
+        try:
+            rec._begin_entry(entry)
+            if rec.cfg.extra_info:
+                rec.session.construct(entry, rec.bwd_stack[-1] if rec.bwd_stack else None)
+            body = {}
+            if "input" in rec.cfg.modes:
+                body["input"] = [rec.value(g, entry, ("input", i))
+                                 for i, g in enumerate(grad_output)]
+            if "output" in rec.cfg.modes:
+                body["output"] = [rec.value(g, entry, ("output", i))
+                                  for i, g in enumerate(grad_input)]
+            rec._entry(entry, body)
+            if body:
+                rec.modules_with_backward.add(prefix)
+        finally:
+            _set_busy(False)
+        return None
+
+    return BackwardHook(module, [backward], [backward_pre])
 
 
 class ModuleHooks:
@@ -87,97 +189,74 @@ class ModuleHooks:
 
     def _hook_module(self, module, prefix):
         rec = self
-        pending = []  # forward call numbers awaiting their backward (LIFO)
+        use_backward = "backward" in self.cfg.modes
+        calls = []  # per open forward call (LIFO): (entry, BackwardHook or None), or None
 
         def pre(mod, args, kwargs):
             if not rec.module_enabled or _busy() or rec.session is None:
+                calls.append(None)
                 return None
             n = rec.module_counters.get(prefix, 0)
             rec.module_counters[prefix] = n + 1
             entry = f"{prefix}.forward.{n}"
             parent = rec.module_stack[-1] if rec.module_stack else None
             rec.module_stack.append(entry)
-            pending.append(n)
             _set_busy(True)
             try:
                 if rec.cfg.extra_info:
                     rec.session.construct(entry, parent)
-                if not rec.selected(entry):
+                if rec.selected(entry):
+                    rec._begin_entry(entry)
+                    if "forward" in rec.cfg.modes and "input" in rec.cfg.modes:
+                        rec._entry(entry, {
+                            "input_args": [rec.value(a, entry, ("input", i))
+                                           for i, a in enumerate(args)],
+                            "input_kwargs": {k: rec.value(v, entry, ("kwargs", k), k)
+                                             for k, v in kwargs.items()},
+                        })
+                    if "forward" in rec.cfg.modes and rec.cfg.extra_info:
+                        rec._record_stack(entry, *rec.stack())
+                if not use_backward:
+                    calls.append((entry, None))
                     return None
-                rec._begin_entry(entry)
-                if "forward" in rec.cfg.modes and "input" in rec.cfg.modes:
-                    rec._entry(entry, {
-                        "input_args": [rec.value(a, entry, ("input", i)) for i, a in enumerate(args)],
-                        "input_kwargs": {k: rec.value(v, entry, ("kwargs", k), k)
-                                         for k, v in kwargs.items()},
-                    })
-                if "forward" in rec.cfg.modes and rec.cfg.extra_info:
-                    rec._record_stack(entry, *rec.stack())
+                bw = _backward_hook(mod, rec, prefix, n)
+                calls.append((entry, bw))
+                new_args = _setup_backward(bw.setup_input_hook, args)
             finally:
                 _set_busy(False)
-            return None
+            return new_args, kwargs
 
         def post(mod, args, kwargs, out):
-            if not rec.module_stack or rec.session is None:
+            call = calls.pop() if calls else None
+            if call is None:
                 return None
-            entry = rec.module_stack.pop()
-            if not rec.module_enabled or not rec.selected(entry, entering=False):
-                return None
-            _set_busy(True)
-            try:
-                rec._begin_entry(entry)
-                body = {}
-                if "forward" in rec.cfg.modes and "output" in rec.cfg.modes:
-                    outs = list(out) if isinstance(out, (tuple, list)) else [out]
-                    body["output"] = [rec.value(o, entry, ("output", i)) for i, o in enumerate(outs)]
-                    body["parameters"] = {
-                        pn: rec.value(p, entry, ("parameters", pn))
-                        for pn, p in mod.named_parameters(recurse=False)
-                    }
-                if body:
-                    rec._entry(entry, body, reinsert=True)
-            finally:
-                _set_busy(False)
-            return None
-
-        def backward_pre(mod, grad_output):
-            if rec.enabled and rec.session is not None and pending:
-                rec.bwd_stack.append(f"{prefix}.backward.{pending[-1]}")
-            return None
-
-        def backward(mod, grad_input, grad_output):
-            if not rec.enabled or rec.session is None or not pending:
-                return None
-            n = pending.pop()
-            entry = f"{prefix}.backward.{n}"
-            if rec.bwd_stack and rec.bwd_stack[-1] == entry:
-                rec.bwd_stack.pop()
-            if not rec.selected(entry) or "backward" not in rec.cfg.modes:
+            entry, bw = call
+            if rec.module_stack and rec.module_stack[-1] == entry:
+                rec.module_stack.pop()
+            if rec.session is None:
                 return None
             _set_busy(True)
             try:
-                rec._begin_entry(entry)
-                if rec.cfg.extra_info:
-                    rec.session.construct(entry, rec.bwd_stack[-1] if rec.bwd_stack else None)
-                body = {}
-                if "input" in rec.cfg.modes:
-                    body["input"] = [rec.value(g, entry, ("input", i))
-                                     for i, g in enumerate(grad_output)]
-                if "output" in rec.cfg.modes:
-                    body["output"] = [rec.value(g, entry, ("output", i))
-                                      for i, g in enumerate(grad_input) if g is not None]
-                rec._entry(entry, body)
-                if body:
-                    rec.modules_with_backward.add(prefix)
+                if rec.module_enabled and rec.selected(entry, entering=False):
+                    rec._begin_entry(entry)
+                    body = {}
+                    if "forward" in rec.cfg.modes and "output" in rec.cfg.modes:
+                        body["output"] = rec.outputs(out, entry)
+                        body["parameters"] = {
+                            pn: rec.value(p, entry, ("parameters", pn))
+                            for pn, p in mod.named_parameters(recurse=False)
+                        }
+                    if body:
+                        rec._entry(entry, body, reinsert=True)
+                if bw is None:
+                    return None
+                return _setup_backward(bw.setup_output_hook, out)
             finally:
                 _set_busy(False)
-            return None
 
         self.handles.append(module.register_forward_pre_hook(pre, with_kwargs=True))
         self.handles.append(module.register_forward_hook(post, with_kwargs=True))
-        if "backward" in self.cfg.modes:
-            self.handles.append(module.register_full_backward_pre_hook(backward_pre))
-            self.handles.append(module.register_full_backward_hook(backward))
+        if use_backward:
             for pn, p in module.named_parameters(recurse=False):
                 if p.requires_grad:
                     self._hook_param_grad(p, pn, prefix)

@@ -1,9 +1,7 @@
 """Per-thread flags shared by the recorder's hooks and wrappers.
 
 ``busy`` is set while numprobe itself runs (recording a value, or running a recorded API's own
-torch calls), so that the torch calls made meanwhile are not recorded as APIs of the script;
-``tls.hint`` carries an operator's name from its namespace wrapper to the next intercepted call
-(_api_hooks.py).
+torch calls), so that the torch calls made meanwhile are not recorded as APIs of the script.
 """
 import threading
 

@@ -12,6 +12,7 @@ The record of a large tensor whose memory is unchanged since it was summarised i
 calls, ``p.grad`` aliases the gradient the backward hook saw.
 """
 import os
+import zlib
 from typing import Dict
 
 import torch
@@ -39,6 +40,38 @@ def _int_or_none(x):
         return int(x) if x is not None else None
     except (TypeError, ValueError):
         return None
+
+
+def _distributed_types():
+    if not torch.distributed.is_available():
+        return None, ()
+    dist = torch.distributed
+    ops = tuple(t for t in (dist.ReduceOp, getattr(dist.ReduceOp, "RedOpType", None)) if t)
+    return dist.ProcessGroup, ops
+
+
+def _distributed_value(v):
+    """msprobe's records of a process group (its ranks, and the crc32 of their text as id) and
+    of a reduce op (its text); None for anything else."""
+    group_type, op_types = _distributed_types()
+    if group_type is None:
+        return None
+    if isinstance(v, group_type):
+        rec = {"type": "torch.ProcessGroup"}
+        try:
+            ranks = torch.distributed.get_process_group_ranks(v)
+            rec["group_ranks"] = ranks
+            rec["group_id"] = f"{zlib.crc32(str(ranks).encode('utf-8')):08x}"
+        except Exception:  # as msprobe: a group whose ranks cannot be read keeps its type only
+            pass
+        return rec
+    if op_types and isinstance(v, op_types):
+        try:
+            text = str(v)
+        except Exception:
+            text = None
+        return {"type": "torch.distributed.ReduceOp", "value": text}
+    return None
 
 
 class Values:
@@ -82,15 +115,36 @@ class Values:
             return {"type": "torch.memory_format", "format": str(v).split(".")[-1]}
         if depth > 400:
             raise ValueError("value nested deeper than 400 levels")
+        # msprobe writes a namedtuple and a dataclass (a transformers ModelOutput too, whose
+        # dict view leaves out its None fields) as a dict of all their fields.
+        if isinstance(v, tuple) and hasattr(v, "_fields"):
+            return {str(k): self.value(getattr(v, k), entry, path + (k,), None, depth + 1)
+                    for k in v._fields}
+        fields = getattr(v, "__dataclass_fields__", None)
+        if fields is not None and not isinstance(v, type):
+            return {str(k): self.value(getattr(v, k, None), entry, path + (k,), None, depth + 1)
+                    for k in fields}
         if isinstance(v, (list, tuple)):
             return [self.value(x, entry, path + (i,), None, depth + 1) for i, x in enumerate(v)]
         if isinstance(v, dict):
             return {str(k): self.value(x, entry, path + (k,), None, depth + 1)
                     for k, x in v.items()}
+        dist_record = _distributed_value(v)
+        if dist_record is not None:
+            return dist_record
         item = getattr(v, "item", None)
         if type(v).__module__ == "numpy" and item is not None and getattr(v, "ndim", 1) == 0:
             return {"type": type(v).__name__, "value": item()}
         return None
+
+    def outputs(self, out, entry):
+        """The `output` list of an API or module call, as msprobe makes it: a tuple's members
+        (a namedtuple as the dict of its fields), anything else (a list too) as one member."""
+        if isinstance(out, tuple):
+            if hasattr(out, "_fields"):
+                return self.value(out, entry, ("output",))
+            return [self.value(o, entry, ("output", i)) for i, o in enumerate(out)]
+        return [self.value(out, entry, ("output", 0))]
 
     def tensor(self, v, entry, path):
         # Called from hooks and wrappers while the mode is on the stack: without this every

@@ -1,7 +1,7 @@
 """msprobe's user API for PyTorch: PrecisionDebugger, seed_all, module_dump."""
 import os
 import random
-from typing import Dict
+from typing import Any, Dict, List, Optional
 
 import torch
 
@@ -15,6 +15,17 @@ class PrecisionDebugger(DebuggerBase):
     _instance = None
     _recorder_class = Recorder
     recorder: Recorder
+
+    def __init__(self, config_path: Optional[str] = None, task: Optional[str] = None,
+                 dump_path: Optional[str] = None, level: Optional[str] = None, model: Any = None,
+                 step: Optional[List[Any]] = None, extra_apis: Optional[bool] = None) -> None:
+        """msprobe's arguments, and `extra_apis`: also record the calls msprobe cannot see,
+        under names of their own (default: NUMPROBE_EXTRA_APIS)."""
+        first = not getattr(self, "_initialized", False)
+        super().__init__(config_path, task=task, dump_path=dump_path, level=level, model=model,
+                         step=step)
+        if first and extra_apis is not None:
+            self.recorder.extra_apis = bool(extra_apis)
 
 
 def seed_all(seed: int = 1234, mode: bool = False, rm_dropout: bool = False,

@@ -1,6 +1,7 @@
-"""The PyTorch adapter: sees API calls through a TorchFunctionMode, modules through module
-hooks, gradients through autograd node hooks, and hands every value to the Rust session
-(``numprobe._native.Session``), which journals it and writes msprobe's files.
+"""The PyTorch adapter: sees API calls through wrappers in torch's namespaces (and a
+TorchFunctionMode), modules through module hooks, gradients through autograd node hooks, and
+hands every value to the Rust session (``numprobe._native.Session``), which journals it and
+writes msprobe's files.
 
 ``Recorder`` holds the state of one PrecisionDebugger; its parts live in modules named after
 them:
@@ -25,6 +26,7 @@ a reference to its group.
 """
 import torch
 
+from .. import _settings
 from .._session import StepSession
 from ._api_hooks import ApiHooks, _patch_namespaces, _unpatch_namespaces, api_map  # noqa: F401
 from ._device_stats import DeviceStats
@@ -45,6 +47,8 @@ class Recorder(StepSession, ApiHooks, ModuleHooks, Values, DeviceStats, StatsThr
         self.module_enabled = False
         self.enabled = False
         self.counters = {}
+        self.extra_counters = {}  # calls msprobe cannot see (opt-in, see _api_hooks.py)
+        self.extra_apis = _settings.extra_apis()
         self.module_counters = {}
         self.module_stack = []
         self.bwd_stack = []
@@ -60,12 +64,21 @@ class Recorder(StepSession, ApiHooks, ModuleHooks, Values, DeviceStats, StatsThr
         self._init_values()
         self._init_stats_thread()
         self._init_device_stats()
+        if cfg.level in ("L1", "mix"):
+            # msprobe wraps the APIs when the debugger is created (not at start): a function
+            # a script stores from a namespace after this is the wrapper, before it the original.
+            self.wrap_apis()
 
     # ------------------------------------------------------------------ session lifecycle
 
     def current_rank(self):
         if torch.distributed.is_available() and torch.distributed.is_initialized():
             return torch.distributed.get_rank()
+        return None
+
+    def world_size(self):
+        if torch.distributed.is_available() and torch.distributed.is_initialized():
+            return torch.distributed.get_world_size()
         return None
 
     def session_options(self):
@@ -103,6 +116,7 @@ class Recorder(StepSession, ApiHooks, ModuleHooks, Values, DeviceStats, StatsThr
         self.stop()
         self.next_step()
         self.counters.clear()
+        self.extra_counters.clear()
         self.module_counters.clear()
         self.module_stack.clear()
         self.bwd_stack.clear()

@@ -82,6 +82,11 @@ def build_parser(prog, multi):
                    help="where torch's generator is seeded with 1234 for random data: before each API "
                    "(default; rows do not depend on -n, -f, -csv_path or the lists) or once per process "
                    "as msprobe does (statistics-mode rows then equal msprobe's single-process run)")
+    p.add_argument("--device-output", dest="device_output", choices=["saved", "rerun"], default="saved",
+                   help="the device side of a tensor-mode dump: its saved outputs (default; judges what the run "
+                   "computed, on any machine) or a re-run of the API on the saved inputs, as msprobe does (its "
+                   "details then equal msprobe's where the run's kernels differ from a re-run's, e.g. on "
+                   "strided inputs)")
     return p
 
 
@@ -233,7 +238,7 @@ def _run(args):
 
     skip = {row[0] for row in earlier}
     names = [n for n in forward if n not in skip]
-    job = Job(forward, backward, tensor_dir, white, black, args.routing, args.seed_scope)
+    job = Job(forward, backward, tensor_dir, white, black, args.routing, args.seed_scope, args.device_output)
     tally = Tally()
     # Appending record by record keeps an interrupted run resumable with -csv_path; utf-8-sig
     # writes no BOM when appending to a non-empty file.

@@ -106,9 +106,10 @@ def _seed():
     torch.default_generator.manual_seed(SEED)
 
 
-def execute_api(name, entry, bwd_entry, tensor_dir, timer=None, seed=True):
+def execute_api(name, entry, bwd_entry, tensor_dir, timer=None, seed=True, device_output="saved"):
     """Re-runs one forward entry (and its backward); raises on failure. Without `seed` the
-    draws continue the generator's stream (seed scope "run")."""
+    draws continue the generator's stream (seed scope "run"). With `device_output` "rerun" the
+    device output is always the re-run's, as in msprobe's acc_check, never the saved one."""
     t0 = time.perf_counter()
     api_type, api_name = split_api_name(name)
     fn = ex.resolve(api_type, api_name)
@@ -138,7 +139,9 @@ def execute_api(name, entry, bwd_entry, tensor_dir, timer=None, seed=True):
 
     golden = ex.prepare(args, kwargs, api_name, need_backward, raise_dtype, golden=True)
     bench_out = ex.call(fn, golden)
-    saved = build_outputs(entry.get("output"), tensor_dir) if built.all_real else None
+    saved = None
+    if built.all_real and device_output == "saved":
+        saved = build_outputs(entry.get("output"), tensor_dir)
     device = rerun_out = None
     if saved is None or need_backward:
         # Re-run in the original dtypes: the device output when none was saved, and the graph
@@ -234,7 +237,8 @@ class Job:
 
     def __init__(self, forward: Dict[str, Dict[str, Any]], backward: Dict[str, Dict[str, Any]],
                  tensor_dir: Optional[str], white_list: Optional[Sequence[str]],
-                 black_list: Optional[Sequence[str]], routing: str = "26.2", seed_scope: str = "api") -> None:
+                 black_list: Optional[Sequence[str]], routing: str = "26.2", seed_scope: str = "api",
+                 device_output: str = "saved") -> None:
         self.forward = forward
         self.backward = backward
         self.tensor_dir = tensor_dir
@@ -245,6 +249,9 @@ class Job:
         # draws run on across APIs in dump order as in msprobe's acc_check.
         self.seed_scope = seed_scope
         self._seeded = False
+        # "saved": a tensor-mode dump's saved outputs are the device side; "rerun": the re-run in
+        # the original dtypes is, as msprobe's acc_check (see execute_api).
+        self.device_output = device_output
 
     def _skip_reason(self, name):
         prefix = name.split(".")[0]
@@ -268,7 +275,7 @@ class Job:
                 _seed()
                 self._seeded = True
             return execute_api(name, self.forward[name], self.backward.get(name), self.tensor_dir, timer,
-                               seed=self.seed_scope != "run")
+                               seed=self.seed_scope != "run", device_output=self.device_output)
         except Exception as e:  # noqa: BLE001 - any failure of one API is that API's SKIP row
             return ApiResult.skipped(name, str(e))
 

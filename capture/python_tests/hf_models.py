@@ -1,0 +1,70 @@
+"""Tiny HuggingFace `transformers` models (random init from small configs: nothing is
+downloaded) trained one AdamW step each under numprobe's or msprobe's PrecisionDebugger, so both
+tools dump the same run. Step i of the dump is model i: Llama (causal LM), BERT (sequence
+classification with a padding mask), GPT-2 (causal LM), ViT (image classification); hidden size
+64, two layers.
+
+usage: python hf_models.py numprobe|msprobe CONFIG.json
+"""
+import sys
+
+import torch
+import transformers as tf
+
+MODELS = ("llama", "bert", "gpt2", "vit")
+
+
+def build(name):
+    """The model and one batch of inputs (seeded: both tools get the same weights and data)."""
+    torch.manual_seed({"llama": 1, "bert": 2, "gpt2": 3, "vit": 4}[name])
+    ids = torch.randint(0, 128, (2, 8))
+    if name == "llama":
+        cfg = tf.LlamaConfig(vocab_size=128, hidden_size=64, intermediate_size=128,
+                             num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                             max_position_embeddings=64)
+        return tf.LlamaForCausalLM(cfg), {"input_ids": ids, "labels": ids}
+    if name == "bert":
+        cfg = tf.BertConfig(vocab_size=128, hidden_size=64, num_hidden_layers=2,
+                            num_attention_heads=4, intermediate_size=128,
+                            max_position_embeddings=64, hidden_dropout_prob=0.0,
+                            attention_probs_dropout_prob=0.0, num_labels=2)
+        mask = torch.ones(2, 8, dtype=torch.long)
+        mask[1, 5:] = 0  # the second sequence is padded
+        return tf.BertForSequenceClassification(cfg), {
+            "input_ids": ids, "attention_mask": mask, "labels": torch.tensor([0, 1])}
+    if name == "gpt2":
+        cfg = tf.GPT2Config(vocab_size=128, n_embd=64, n_layer=2, n_head=4, n_positions=64,
+                            resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)
+        return tf.GPT2LMHeadModel(cfg), {"input_ids": ids, "labels": ids}
+    cfg = tf.ViTConfig(image_size=16, patch_size=4, num_channels=3, hidden_size=64,
+                       num_hidden_layers=2, num_attention_heads=4, intermediate_size=128,
+                       hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, num_labels=3)
+    return tf.ViTForImageClassification(cfg), {"pixel_values": torch.randn(2, 3, 16, 16),
+                                               "labels": torch.tensor([0, 2])}
+
+
+def main():
+    tool, cfg_path = sys.argv[1:3]
+    torch.set_num_threads(1)
+    # The models are built before the debugger, as in most scripts: a function a model stored
+    # at construction (GELUActivation's F.gelu) is then one msprobe cannot see.
+    runs = [build(n) for n in MODELS]
+    if tool == "msprobe":
+        from msprobe.pytorch import PrecisionDebugger
+    else:
+        from numprobe.pytorch import PrecisionDebugger
+    dbg = PrecisionDebugger(config_path=cfg_path)
+    for model, batch in runs:
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+        model.train()
+        dbg.start(model=model)
+        loss = model(**batch).loss
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        dbg.stop()
+        dbg.step()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,168 @@
+"""Module records at levels L0 and mix against msprobe run live on the same plain-torch script:
+modules returning tensors, tuples, lists, dicts, namedtuples and dataclasses, with None, bool
+and non-tensor members, and modules whose outputs feed no gradient (issue 16, item 2).
+
+What msprobe writes and numprobe must write too:
+* a module returning a dict gets its backward entry (its tensors requiring grad are what the
+  backward hook sees), and construct.json gives its backward node a parent;
+* a dataclass/namedtuple is written as a dict of all its fields, None fields included;
+* a module backward's `input` lists the gradients of the outputs that take part in the
+  backward only: no null for a None output, no record for a bool mask.
+"""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from test_pytorch_capture import (HAVE_MSPROBE, assert_same_structure, assert_same_values,
+                                  load)
+
+SCRIPT = r'''
+import collections, dataclasses, json, sys
+from typing import Optional
+import torch
+
+tool, cfg_path = sys.argv[1:3]
+if tool == "msprobe":
+    from msprobe.pytorch import PrecisionDebugger
+else:
+    from numprobe.pytorch import PrecisionDebugger
+
+
+@dataclasses.dataclass
+class Out:
+    last: torch.Tensor
+    hidden: Optional[torch.Tensor] = None
+    count: int = 3
+
+
+Pair = collections.namedtuple("Pair", ["value", "skip"])
+
+
+class DictOut(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(4, 4)
+
+    def forward(self, x):
+        h = self.fc(x)
+        return {"h": h, "none": None, "mask": h > 0, "n": 2}
+
+
+class TupleNone(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(4, 4)
+
+    def forward(self, x):
+        return self.fc(x), None
+
+
+class BoolOut(torch.nn.Module):
+    def forward(self, x):
+        return torch.tanh(x), x > 0
+
+
+class ListOut(torch.nn.Module):
+    def forward(self, x):
+        return [x * 2, 7, "s", None]
+
+
+class DataOut(torch.nn.Module):
+    def forward(self, x):
+        return Out(last=torch.sigmoid(x))
+
+
+class NamedOut(torch.nn.Module):
+    def forward(self, x):
+        return Pair(torch.relu(x), None)
+
+
+class NoGrad(torch.nn.Module):
+    def forward(self, x):
+        return x.detach() * 3, torch.argmax(x, dim=-1)
+
+
+class Net(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.d = DictOut()
+        self.t = TupleNone()
+        self.b = BoolOut()
+        self.l = ListOut()
+        self.dc = DataOut()
+        self.nt = NamedOut()
+        self.ng = NoGrad()
+
+    def forward(self, x):
+        d = self.d(x)
+        h, _ = self.t(d["h"])
+        a, m = self.b(h)
+        lst = self.l(a * m)
+        o = self.dc(lst[0])
+        p = self.nt(o.last)
+        c, idx = self.ng(p.value)
+        return (p.value + c).sum() + idx.sum()
+
+
+dbg = PrecisionDebugger(config_path=cfg_path)
+torch.manual_seed(0)
+net = Net()
+opt = torch.optim.SGD(net.parameters(), lr=0.1)
+for step in range(2):
+    dbg.start(model=net)
+    x = torch.randn(3, 4, requires_grad=True)
+    loss = net(x)
+    loss.backward()
+    opt.step()
+    opt.zero_grad()
+    dbg.stop()
+    dbg.step()
+'''
+
+
+def run_script(tmp, tool, level, script=SCRIPT):
+    os.makedirs(tmp, exist_ok=True)
+    path = os.path.join(tmp, "script.py")
+    with open(path, "w") as f:
+        f.write(script)
+    cfg = {"task": "statistics", "dump_path": os.path.join(tmp, "dump"), "level": level,
+           "rank": [], "step": [], "async_dump": False,
+           "statistics": {"scope": [], "list": [], "data_mode": ["all"],
+                          "summary_mode": "statistics"}}
+    cfg_path = os.path.join(tmp, "config.json")
+    with open(cfg_path, "w") as f:
+        json.dump(cfg, f)
+    r = subprocess.run([sys.executable, path, tool, cfg_path], cwd=tmp, capture_output=True,
+                       text=True)
+    assert r.returncode == 0, f"{tool}:\n{r.stdout[-2000:]}\n{r.stderr[-3000:]}"
+    return os.path.join(tmp, "dump")
+
+
+@pytest.mark.skipif(not HAVE_MSPROBE, reason="msprobe is not installed")
+@pytest.mark.parametrize("level", ["L0", "mix"])
+def test_module_records_match_msprobe(tmp_path, level):
+    ours = run_script(str(tmp_path / "np"), "numprobe", level)
+    theirs = run_script(str(tmp_path / "ms"), "msprobe", level)
+    for step in (0, 1):
+        a, b = load(ours, step), load(theirs, step)
+        assert_same_structure(a, b)
+        assert_same_values(a, b)
+        assert load(ours, step, "construct.json") == load(theirs, step, "construct.json")
+    data = load(ours, 0)["data"]
+    # (a) dict outputs get their backward entry.
+    assert "Module.d.DictOut.backward.0" in data
+    # (b) dataclass and namedtuple outputs: every field, None kept.
+    assert data["Module.dc.DataOut.forward.0"]["output"][0]["hidden"] is None
+    assert data["Module.dc.DataOut.forward.0"]["output"][0]["count"] == {"type": "int",
+                                                                          "value": 3}
+    assert data["Module.nt.NamedOut.forward.0"]["output"]["skip"] is None  # a dict, as msprobe
+    # (c) no slot for the None output; (d) no gradient record for the bool mask.
+    assert len(data["Module.t.TupleNone.backward.0"]["input"]) == 1
+    assert len(data["Module.b.BoolOut.backward.0"]["input"]) == 1
+    # Outputs that feed no gradient: no backward entry.
+    assert "Module.ng.NoGrad.backward.0" not in data
+    construct = load(ours, 0, "construct.json")
+    assert construct["Module.d.fc.Linear.backward.0"] == "Module.d.DictOut.backward.0"

@@ -1,0 +1,129 @@
+"""Differences between two MindSpore dumps of the same script (msprobe's and numprobe's):
+entry names and order, every record (arguments, keyword arguments, statistics bit for bit,
+checksums, data names), construct.json, the stack of every entry (the frames of msprobe's own
+API wrapper left out, see `tool_frames_dropped`) and the tensor files, bit for bit.
+
+    python ms_dump_diff.py DUMP_A DUMP_B    (prints the differences; exit 1 if any)
+"""
+import glob
+import json
+import os
+import sys
+
+import numpy as np
+
+# MindSpore's CPU BatchNorm2d leaves its outputs [1] and [2] uninitialised: their records (and
+# files) differ between any two runs, so they are not compared.
+UNINITIALISED = ("output.1", "output.2")
+
+
+def _rank_dirs(root):
+    """{step: rank directory} of a dump root."""
+    out = {}
+    for d in sorted(glob.glob(os.path.join(root, "step*", "*"))):
+        if os.path.isdir(d):
+            out[os.path.basename(os.path.dirname(d))] = d
+    return out
+
+
+def _load(path):
+    with open(path) as f:
+        return json.load(f)
+
+
+def _batchnorm(name):
+    return ".BatchNorm" in name or "BatchNorm." in name or "batch_norm" in name.lower()
+
+
+def _strip_uninitialised(name, rec):
+    if _batchnorm(name) and isinstance(rec.get("output"), list):
+        rec = dict(rec)
+        rec["output"] = [o if i == 0 else "uninitialised" for i, o in enumerate(rec["output"])]
+    return rec
+
+
+# msprobe runs each Functional/Tensor/Mint/MintFunctional API inside a wrapper Cell, so its
+# stacks of those entries start with three frames of MindSpore's Cell machinery; numprobe's
+# start at the code that called the API.
+_API_PREFIXES = ("Functional.", "Tensor.", "Mint.", "MintFunctional.", "Distributed.",
+                 "MintDistributed.")
+_WRAPPER_FRAMES = ("in jit_forbidden,", "in _run_construct,", "in __call__,")
+
+
+def tool_frames_dropped(name, frames):
+    """The stack of entry `name` without the capture tool's own wrapper frames."""
+    if name.startswith(_API_PREFIXES) and len(frames) >= 3 and all(
+            w in f and "/mindspore/" in f for w, f in zip(_WRAPPER_FRAMES, frames)):
+        return frames[3:]
+    return frames
+
+
+def _stacks(rank_dir):
+    """{entry name: frames without tool frames}."""
+    path = os.path.join(rank_dir, "stack.json")
+    if not os.path.exists(path):
+        return {}
+    out = {}
+    for _, (names, frames) in _load(path).items():
+        for n in names:
+            out[n] = tool_frames_dropped(n, frames)
+    return out
+
+
+def _tensor_files(rank_dir):
+    d = os.path.join(rank_dir, "dump_tensor_data")
+    return sorted(os.listdir(d)) if os.path.isdir(d) else []
+
+
+def diff(root_a, root_b, limit=30):
+    errs = []
+    ra, rb = _rank_dirs(root_a), _rank_dirs(root_b)
+    if list(ra) != list(rb):
+        return [f"steps {list(ra)} != {list(rb)}"]
+    for step in ra:
+        a, b = ra[step], rb[step]
+        da = _load(os.path.join(a, "dump.json"))["data"]
+        db = _load(os.path.join(b, "dump.json"))["data"]
+        if list(da) != list(db):
+            missing = [k for k in da if k not in db]
+            extra = [k for k in db if k not in da]
+            errs.append(f"{step}: names differ: only in A {missing[:10]}, only in B {extra[:10]}")
+            if not missing and not extra:
+                first = next(i for i, (x, y) in enumerate(zip(da, db)) if x != y)
+                errs.append(f"{step}: order differs at {first}: {list(da)[first]} vs {list(db)[first]}")
+        for name in da:
+            if name in db:
+                x, y = _strip_uninitialised(name, da[name]), _strip_uninitialised(name, db[name])
+                if x != y:
+                    errs.append(f"{step} {name}: {json.dumps(x)[:600]} != {json.dumps(y)[:600]}")
+        ca, cb = (os.path.join(d, "construct.json") for d in (a, b))
+        if os.path.exists(ca) or os.path.exists(cb):
+            ja, jb = _load(ca), _load(cb)
+            if ja != jb:
+                ks = [k for k in set(ja) | set(jb) if ja.get(k, "-") != jb.get(k, "-")]
+                errs.append(f"{step} construct.json: {[(k, ja.get(k, '-'), jb.get(k, '-')) for k in ks[:8]]}")
+            elif list(ja) != list(jb):
+                errs.append(f"{step} construct.json: key order differs")
+        sa, sb = _stacks(a), _stacks(b)
+        if set(sa) != set(sb):
+            errs.append(f"{step} stack.json names: {sorted(set(sa) ^ set(sb))[:10]}")
+        for n in sa:
+            if n in sb and sa[n] != sb[n]:
+                errs.append(f"{step} stack of {n}: {sa[n][:3]} != {sb[n][:3]}")
+        fa, fb = _tensor_files(a), _tensor_files(b)
+        if fa != fb:
+            errs.append(f"{step} tensor files: only A {sorted(set(fa) - set(fb))[:8]}, "
+                        f"only B {sorted(set(fb) - set(fa))[:8]}")
+        for fname in fa:
+            if fname in fb and not (_batchnorm(fname) and any(u in fname for u in UNINITIALISED)):
+                xa = np.load(os.path.join(a, "dump_tensor_data", fname))
+                xb = np.load(os.path.join(b, "dump_tensor_data", fname))
+                if xa.dtype != xb.dtype or xa.shape != xb.shape or xa.tobytes() != xb.tobytes():
+                    errs.append(f"{step} tensor file {fname} differs")
+    return errs[:limit] + ([f"... {len(errs) - limit} more"] if len(errs) > limit else [])
+
+
+if __name__ == "__main__":
+    found = diff(sys.argv[1], sys.argv[2])
+    print("\n".join(found))
+    sys.exit(1 if found else 0)

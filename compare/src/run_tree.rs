@@ -1,0 +1,631 @@
+//! A whole distributed run: every (step, rank) pair that both dump roots hold, compared in
+//! parallel, and a cross-rank view that follows the collectives to the rank and API where a
+//! difference was produced.
+//!
+//! A *run root* holds `step{S}/rank{R}/dump.json` trees (or, a step directory, `rank{R}/`
+//! directly). Each pair is one [`crate::run()`] into its own working directory
+//! `OUT/step{S}/rank{R}/` (journal, lock, the pair's summary.md); its table is then renamed to
+//! `OUT/step{S}/compare_result_rank{R}_{timestamp}.csv`, the name msprobe's distributed compare
+//! gives it (`compare_result` + `_rank{R}` suffix + timestamp). At most `workers` pairs are in
+//! memory at once, whatever the number of ranks.
+//!
+//! The origin of a step ([`find_origin`]): on each rank, the first call whose difference does
+//! not arrive through its tensor inputs is either *local* (a computation whose outputs differ
+//! while its inputs agree, differing non-tensor arguments, or inputs that differ from outside
+//! the dumped APIs) or a collective whose outputs differ while its inputs agree: the difference
+//! was *received* from another rank of the collective's group, so that rank only propagates it.
+//! The origin is the local first divergence that comes earliest in collective order (the number
+//! of collectives the rank passed before it, then its position after the last of them, then the
+//! rank), as msprobe's `-da` orders its nodes by layer and sub-layer.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use crate::divergence::{CallDiff, Summary};
+use crate::error::{Error, Result};
+use crate::run::CompareOptions;
+use crate::table::Progress;
+
+/// One rank directory of a run root.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RankDir {
+    pub rank: u64,
+    pub dir: PathBuf,
+}
+
+/// The steps of a run root: `None` for a step directory given directly (no `step{S}` level).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RunTree {
+    pub steps: BTreeMap<Option<u64>, Vec<RankDir>>,
+}
+
+/// Numbered subdirectories `{prefix}{n}` of `dir`, sorted; links are not followed (a dump
+/// received from elsewhere stays inside itself).
+fn numbered_dirs(dir: &Path, prefix: &str) -> Result<Vec<(u64, PathBuf)>> {
+    let mut v = Vec::new();
+    for e in std::fs::read_dir(dir).map_err(|e| Error::io(dir, e))? {
+        let e = e.map_err(|e| Error::io(dir, e))?;
+        let Ok(ft) = e.file_type() else { continue };
+        if !ft.is_dir() {
+            continue;
+        }
+        let name = e.file_name().to_string_lossy().into_owned();
+        if let Some(n) = name
+            .strip_prefix(prefix)
+            .and_then(|s| s.parse::<u64>().ok())
+        {
+            v.push((n, e.path()));
+        }
+    }
+    v.sort();
+    Ok(v)
+}
+
+fn rank_dirs(step_dir: &Path) -> Result<Vec<RankDir>> {
+    Ok(numbered_dirs(step_dir, "rank")?
+        .into_iter()
+        .filter(|(_, d)| d.join("dump.json").is_file())
+        .map(|(rank, dir)| RankDir { rank, dir })
+        .collect())
+}
+
+/// The run tree under `root`, or `None` when `root` is not a run root (a file, a directory
+/// with its own dump.json, or one without `step*/rank*/dump.json` or `rank*/dump.json`).
+pub fn discover(root: &Path) -> Result<Option<RunTree>> {
+    if !root.is_dir() || root.join("dump.json").exists() {
+        return Ok(None);
+    }
+    let mut tree = RunTree::default();
+    let steps = numbered_dirs(root, "step")?;
+    if steps.is_empty() {
+        let ranks = rank_dirs(root)?;
+        if !ranks.is_empty() {
+            tree.steps.insert(None, ranks);
+        }
+    } else {
+        for (s, dir) in steps {
+            let ranks = rank_dirs(&dir)?;
+            if !ranks.is_empty() {
+                tree.steps.insert(Some(s), ranks);
+            }
+        }
+    }
+    Ok((!tree.steps.is_empty()).then_some(tree))
+}
+
+/// One pair to compare.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PairJob {
+    pub step: Option<u64>,
+    pub rank: u64,
+    pub target: PathBuf,
+    pub golden: PathBuf,
+    /// Bytes the pair reads (both dump.json files and tensor files), for the progress bar.
+    pub bytes: u64,
+}
+
+/// What a plan leaves out: (step, rank) present on one side only.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Unpaired {
+    pub target_only: Vec<(Option<u64>, u64)>,
+    pub golden_only: Vec<(Option<u64>, u64)>,
+}
+
+/// Sum of the regular files' sizes of a rank directory's dump.json and dump_tensor_data/
+/// (metadata only; links are not followed).
+fn pair_bytes(dir: &Path) -> u64 {
+    let size = |p: &Path| {
+        std::fs::symlink_metadata(p)
+            .ok()
+            .filter(|m| m.is_file())
+            .map_or(0, |m| m.len())
+    };
+    let mut n = size(&dir.join("dump.json"));
+    if let Ok(rd) = std::fs::read_dir(dir.join("dump_tensor_data")) {
+        for e in rd.flatten() {
+            // DirEntry's file type and metadata do not follow links.
+            if e.file_type().is_ok_and(|t| t.is_file())
+                && let Ok(m) = e.metadata()
+            {
+                n += m.len();
+            }
+        }
+    }
+    n
+}
+
+/// The pairs both trees hold, restricted to `steps` and `ranks` when they are not empty.
+/// A step directory given directly (no step level) pairs with the other side's only step.
+pub fn plan(
+    target: &RunTree,
+    golden: &RunTree,
+    steps: &[u64],
+    ranks: &[u64],
+) -> Result<(Vec<PairJob>, Unpaired)> {
+    let mut jobs = Vec::new();
+    let mut unpaired = Unpaired::default();
+    let single = |t: &RunTree| t.steps.len() == 1 && t.steps.contains_key(&None);
+    let pairs_of_steps: Vec<(Option<u64>, &Vec<RankDir>, &Vec<RankDir>)> = if single(target)
+        || single(golden)
+    {
+        if target.steps.len() != 1 || golden.steps.len() != 1 {
+            return Err(Error::Usage(
+                    "one side is a step directory (rank*/ directly) and the other holds several steps: give the matching step directory".into(),
+                ));
+        }
+        let (ts, t) = target.steps.iter().next().unwrap();
+        let (gs, g) = golden.steps.iter().next().unwrap();
+        vec![(ts.or(*gs), t, g)]
+    } else {
+        let mut v = Vec::new();
+        for (s, t) in &target.steps {
+            match golden.steps.get(s) {
+                Some(g) => v.push((*s, t, g)),
+                None => unpaired.target_only.extend(t.iter().map(|r| (*s, r.rank))),
+            }
+        }
+        for (s, g) in &golden.steps {
+            if !target.steps.contains_key(s) {
+                unpaired.golden_only.extend(g.iter().map(|r| (*s, r.rank)));
+            }
+        }
+        v
+    };
+    let step_wanted = |s: Option<u64>| steps.is_empty() || s.is_some_and(|s| steps.contains(&s));
+    let rank_wanted = |r: u64| ranks.is_empty() || ranks.contains(&r);
+    for (s, t, g) in pairs_of_steps {
+        if !step_wanted(s) {
+            continue;
+        }
+        for rt in t.iter().filter(|r| rank_wanted(r.rank)) {
+            match g.iter().find(|rg| rg.rank == rt.rank) {
+                Some(rg) => jobs.push(PairJob {
+                    step: s,
+                    rank: rt.rank,
+                    bytes: pair_bytes(&rt.dir) + pair_bytes(&rg.dir),
+                    target: rt.dir.clone(),
+                    golden: rg.dir.clone(),
+                }),
+                None => unpaired.target_only.push((s, rt.rank)),
+            }
+        }
+        for rg in g.iter().filter(|r| rank_wanted(r.rank)) {
+            if !t.iter().any(|rt| rt.rank == rg.rank) {
+                unpaired.golden_only.push((s, rg.rank));
+            }
+        }
+    }
+    unpaired
+        .target_only
+        .retain(|(s, r)| step_wanted(*s) && rank_wanted(*r));
+    unpaired
+        .golden_only
+        .retain(|(s, r)| step_wanted(*s) && rank_wanted(*r));
+    Ok((jobs, unpaired))
+}
+
+/// Progress of a whole run, in bytes read.
+pub trait RunProgress: Sync {
+    fn total(&self, bytes: u64);
+    fn advance(&self, bytes: u64);
+}
+
+impl RunProgress for () {
+    fn total(&self, _: u64) {}
+    fn advance(&self, _: u64) {}
+}
+
+/// Turns one pair's row events into bytes: its dump.json files at the start, its tensor bytes
+/// spread over its rows, the rest when the pair ends.
+struct PairProgress<'a> {
+    run: &'a dyn RunProgress,
+    bytes: u64,
+    json_bytes: u64,
+    per_row: AtomicU64,
+    done: AtomicU64,
+}
+
+impl PairProgress<'_> {
+    fn add(&self, n: u64) {
+        let left = self.bytes.saturating_sub(self.done.load(Ordering::Relaxed));
+        let n = n.min(left);
+        self.done.fetch_add(n, Ordering::Relaxed);
+        self.run.advance(n);
+    }
+    fn finish(&self) {
+        self.add(u64::MAX);
+    }
+}
+
+impl Progress for PairProgress<'_> {
+    fn start(&self, rows: usize) {
+        self.add(self.json_bytes);
+        let rest = self.bytes.saturating_sub(self.json_bytes);
+        self.per_row
+            .store(rest / (rows.max(1) as u64), Ordering::Relaxed);
+    }
+    fn row(&self) {
+        self.add(self.per_row.load(Ordering::Relaxed));
+    }
+}
+
+/// Options of a whole-run compare: the single-pair options (their target, golden, out_dir,
+/// step and rank are replaced per pair) and the selection.
+#[derive(Clone, Debug, Default)]
+pub struct RunOptions {
+    pub pair: CompareOptions,
+    pub target: PathBuf,
+    pub golden: PathBuf,
+    pub out_dir: PathBuf,
+    /// Steps and ranks to compare (empty: all that both sides have).
+    pub steps: Vec<u64>,
+    pub ranks: Vec<u64>,
+    /// Pairs compared at once (at least 1).
+    pub workers: usize,
+}
+
+/// The result of one pair.
+#[derive(Clone, Debug)]
+pub struct PairOutcome {
+    pub step: Option<u64>,
+    pub rank: u64,
+    /// The table, renamed to msprobe's distributed name, or why the pair could not be compared.
+    pub result: std::result::Result<(PathBuf, Summary), String>,
+}
+
+/// A rank's first divergence as the cross-rank view sees it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum FirstDiff {
+    /// Produced on this rank (or entering from outside the dumped APIs).
+    Local {
+        key: String,
+        /// Collectives this rank passed before the call.
+        layer: usize,
+        /// Calls after the last of them.
+        sub_layer: usize,
+        reason: &'static str,
+    },
+    /// Arrived through a collective whose inputs agree on this rank.
+    Received { key: String, layer: usize },
+}
+
+impl FirstDiff {
+    pub fn key(&self) -> &str {
+        match self {
+            FirstDiff::Local { key, .. } | FirstDiff::Received { key, .. } => key,
+        }
+    }
+}
+
+/// The origin of a step's difference.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Origin {
+    pub rank: u64,
+    pub key: String,
+    pub reason: &'static str,
+}
+
+/// The communication APIs msprobe's `-da` follows (its keyword list: every torch.distributed
+/// collective and point-to-point call), under PyTorch's `Distributed.` and MindSpore's
+/// `Mint.distributed.`/`Communication.` prefixes.
+pub fn is_collective(key: &str) -> bool {
+    const PREFIXES: [&str; 3] = ["Distributed.", "MintDistributed.", "Communication."];
+    const WORDS: [&str; 10] = [
+        "send",
+        "recv",
+        "broadcast",
+        "reduce",
+        "gather",
+        "scatter",
+        "all_to_all",
+        "barrier",
+        "all_reduce",
+        "all_gather",
+    ];
+    PREFIXES.iter().any(|p| key.starts_with(p)) && WORDS.iter().any(|w| key.contains(w))
+}
+
+/// A rank's first divergence from its calls in execution order (`None`: the rank agrees).
+pub fn first_diff(calls: &[CallDiff]) -> Option<FirstDiff> {
+    let (mut layer, mut sub_layer) = (0usize, 0usize);
+    for c in calls {
+        let collective = is_collective(&c.key);
+        let local = |reason| {
+            Some(FirstDiff::Local {
+                key: c.key.clone(),
+                layer,
+                sub_layer,
+                reason,
+            })
+        };
+        if c.args_differ {
+            return local("non-tensor arguments differ");
+        }
+        if c.inputs_differ {
+            return local(
+                "its tensor inputs already differ, from outside the compared APIs (data, parameters or an API not dumped)",
+            );
+        }
+        if c.outputs_differ {
+            if collective {
+                return Some(FirstDiff::Received {
+                    key: c.key.clone(),
+                    layer,
+                });
+            }
+            return local("outputs disagree while tensor inputs agree");
+        }
+        if collective {
+            layer += 1;
+            sub_layer = 0;
+        } else {
+            sub_layer += 1;
+        }
+    }
+    None
+}
+
+/// Parses a group's ranks as the table prints them (`[0, 1]`).
+fn group_ranks(text: &str) -> Option<Vec<u64>> {
+    let inner = text.trim().strip_prefix('[')?.strip_suffix(']')?;
+    inner
+        .split(',')
+        .filter(|s| !s.trim().is_empty())
+        .map(|s| s.trim().parse().ok())
+        .collect()
+}
+
+/// The origin among ranks' first divergences: the earliest local one in collective order.
+/// A rank that received its difference through a collective is never the origin; when every
+/// diverging rank received it (the producing rank was not compared), there is none.
+pub fn find_origin(firsts: &BTreeMap<u64, FirstDiff>) -> Option<Origin> {
+    firsts
+        .iter()
+        .filter_map(|(rank, f)| match f {
+            FirstDiff::Local {
+                key,
+                layer,
+                sub_layer,
+                reason,
+            } => Some(((*layer, *sub_layer, *rank), key, *reason)),
+            FirstDiff::Received { .. } => None,
+        })
+        .min_by_key(|(order, _, _)| *order)
+        .map(|((_, _, rank), key, reason)| Origin {
+            rank,
+            key: key.clone(),
+            reason,
+        })
+}
+
+/// Per step: each rank's first divergence and the origin.
+#[derive(Clone, Debug)]
+pub struct StepView {
+    pub step: Option<u64>,
+    pub firsts: BTreeMap<u64, FirstDiff>,
+    pub origin: Option<Origin>,
+    /// Ranks that received the difference through a collective whose group (when the dump
+    /// records it) does not contain the origin: a second, independent origin elsewhere.
+    pub unexplained: Vec<u64>,
+}
+
+/// What a whole-run compare produced.
+#[derive(Clone, Debug)]
+pub struct RunOutcome {
+    pub pairs: Vec<PairOutcome>,
+    pub unpaired: Unpaired,
+    pub steps: Vec<StepView>,
+    pub summary_path: PathBuf,
+    pub summary_text: String,
+    /// `OUT/step{S}/diff_analyze_{ts}.json` per step with an origin.
+    pub analyze_paths: Vec<PathBuf>,
+}
+
+impl RunOutcome {
+    /// Whether some pair found error rows (exit 1 of compare).
+    pub fn has_errors(&self) -> bool {
+        self.pairs
+            .iter()
+            .any(|p| matches!(&p.result, Ok((_, s)) if s.row_levels[2] > 0))
+    }
+    /// Whether some pair could not be compared (exit 2).
+    pub fn has_failures(&self) -> bool {
+        self.pairs.iter().any(|p| p.result.is_err())
+    }
+}
+
+fn step_dir_name(step: Option<u64>) -> Option<String> {
+    step.map(|s| format!("step{s}"))
+}
+
+/// Compares one pair into `out/step{S}/rank{R}/` and renames its table beside it.
+fn run_pair(opts: &RunOptions, job: &PairJob, ts: &str, progress: &dyn RunProgress) -> PairOutcome {
+    let step_out = match step_dir_name(job.step) {
+        Some(d) => opts.out_dir.join(d),
+        None => opts.out_dir.clone(),
+    };
+    let work = step_out.join(format!("rank{}", job.rank));
+    let json_bytes = ["dump.json"]
+        .iter()
+        .flat_map(|f| [job.target.join(f), job.golden.join(f)])
+        .filter_map(|p| std::fs::metadata(p).ok())
+        .map(|m| m.len())
+        .sum();
+    let pp = PairProgress {
+        run: progress,
+        bytes: job.bytes,
+        json_bytes,
+        per_row: AtomicU64::new(0),
+        done: AtomicU64::new(0),
+    };
+    let mut pair = opts.pair.clone();
+    pair.target = job.target.clone();
+    pair.golden = job.golden.clone();
+    pair.out_dir = work.clone();
+    pair.step = None;
+    pair.rank = None;
+    pair.timestamp = Some(ts.to_string());
+    let result = (|| -> Result<(PathBuf, Summary)> {
+        let outcome = crate::run(&pair, &pp)?;
+        let ext = outcome
+            .table_path
+            .extension()
+            .map(|e| e.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "csv".into());
+        let name = format!("compare_result_rank{}_{ts}.{ext}", job.rank);
+        let dest = step_out.join(&name);
+        dumpfmt::outfile::check_target(&dest)?;
+        std::fs::rename(&outcome.table_path, &dest).map_err(|e| Error::io(&dest, e))?;
+        // The pair's own summary names the table where it now is.
+        let text = outcome.summary.to_markdown(
+            &job.target.join("dump.json").display().to_string(),
+            &job.golden.join("dump.json").display().to_string(),
+            &format!("../{name}"),
+        );
+        dumpfmt::outfile::write(&outcome.summary_path, text.as_bytes())?;
+        Ok((dest, outcome.summary))
+    })();
+    pp.finish();
+    PairOutcome {
+        step: job.step,
+        rank: job.rank,
+        result: result.map_err(|e| e.to_string()),
+    }
+}
+
+/// Compares every selected pair of two run roots, `opts.workers` at a time, and writes the
+/// run's summary.md and, per step with an origin, msprobe's `-da` JSON.
+pub fn run_tree(
+    opts: &RunOptions,
+    target: &RunTree,
+    golden: &RunTree,
+    progress: &dyn RunProgress,
+) -> Result<RunOutcome> {
+    if let Some(ts) = &opts.pair.timestamp {
+        dumpfmt::outfile::check_timestamp(ts).map_err(Error::Usage)?;
+    }
+    let (mut jobs, unpaired) = plan(target, golden, &opts.steps, &opts.ranks)?;
+    if jobs.is_empty() {
+        return Err(Error::Usage(format!(
+            "{} and {}: no (step, rank) pair both runs hold{}",
+            opts.target.display(),
+            opts.golden.display(),
+            if opts.steps.is_empty() && opts.ranks.is_empty() {
+                String::new()
+            } else {
+                " among the selected steps and ranks".into()
+            }
+        )));
+    }
+    let ts = opts
+        .pair
+        .timestamp
+        .clone()
+        .unwrap_or_else(crate::run::timestamp_now);
+    std::fs::create_dir_all(&opts.out_dir).map_err(|e| Error::io(&opts.out_dir, e))?;
+    progress.total(jobs.iter().map(|j| j.bytes).sum());
+    // Largest pairs first: the last worker to finish then holds a small one.
+    let order: Vec<usize> = {
+        let mut idx: Vec<usize> = (0..jobs.len()).collect();
+        idx.sort_by_key(|&i| std::cmp::Reverse(jobs[i].bytes));
+        idx
+    };
+    let next = Mutex::new(order.into_iter());
+    let results: Mutex<Vec<(usize, PairOutcome)>> = Mutex::new(Vec::with_capacity(jobs.len()));
+    let workers = opts.workers.clamp(1, jobs.len());
+    std::thread::scope(|s| {
+        for _ in 0..workers {
+            s.spawn(|| {
+                loop {
+                    let Some(i) = next.lock().unwrap().next() else {
+                        break;
+                    };
+                    let out = run_pair(opts, &jobs[i], &ts, progress);
+                    results.lock().unwrap().push((i, out));
+                }
+            });
+        }
+    });
+    let mut results = results.into_inner().unwrap();
+    results.sort_by_key(|(i, _)| *i);
+    let pairs: Vec<PairOutcome> = results.into_iter().map(|(_, p)| p).collect();
+    jobs.clear();
+
+    let mut steps: BTreeMap<Option<u64>, BTreeMap<u64, &Summary>> = BTreeMap::new();
+    for p in &pairs {
+        if let Ok((_, s)) = &p.result {
+            steps.entry(p.step).or_default().insert(p.rank, s);
+        }
+    }
+    let views: Vec<StepView> = steps
+        .iter()
+        .map(|(step, ranks)| {
+            let firsts: BTreeMap<u64, FirstDiff> = ranks
+                .iter()
+                .filter_map(|(r, s)| first_diff(&s.calls).map(|f| (*r, f)))
+                .collect();
+            let origin = find_origin(&firsts);
+            let unexplained = firsts
+                .iter()
+                .filter_map(|(r, f)| {
+                    let FirstDiff::Received { key, .. } = f else {
+                        return None;
+                    };
+                    let group = ranks[r]
+                        .calls
+                        .iter()
+                        .find(|c| &c.key == key)
+                        .and_then(|c| c.group.as_deref())
+                        .and_then(group_ranks);
+                    match (&origin, group) {
+                        (None, _) => Some(*r),
+                        (Some(o), Some(g)) if !g.contains(&o.rank) => Some(*r),
+                        _ => None,
+                    }
+                })
+                .collect();
+            StepView {
+                step: *step,
+                firsts,
+                origin,
+                unexplained,
+            }
+        })
+        .collect();
+
+    let mut analyze_paths = Vec::new();
+    for v in &views {
+        let Some(o) = &v.origin else { continue };
+        let rank_dir = target
+            .steps
+            .get(&v.step)
+            .or_else(|| target.steps.values().next())
+            .and_then(|rs| rs.iter().find(|r| r.rank == o.rank))
+            .map(|r| r.dir.clone());
+        let Some(rank_dir) = rank_dir else { continue };
+        let json = crate::run_tree_json::diff_analyze(&rank_dir, o)?;
+        let dir = match step_dir_name(v.step) {
+            Some(d) => opts.out_dir.join(d),
+            None => opts.out_dir.clone(),
+        };
+        let path = dir.join(format!("diff_analyze_{ts}.json"));
+        dumpfmt::outfile::write(&path, json.as_bytes())?;
+        analyze_paths.push(path);
+    }
+
+    let summary_text = crate::run_tree_json::summary_markdown(opts, &pairs, &unpaired, &views);
+    let summary_path = opts.out_dir.join("summary.md");
+    dumpfmt::outfile::write(&summary_path, summary_text.as_bytes())?;
+    let json = crate::run_tree_json::run_json(&pairs, &unpaired, &views);
+    dumpfmt::outfile::write(&opts.out_dir.join("run_summary.json"), json.as_bytes())?;
+    Ok(RunOutcome {
+        pairs,
+        unpaired,
+        steps: views,
+        summary_path,
+        summary_text,
+        analyze_paths,
+    })
+}

@@ -1,0 +1,170 @@
+//! `EucDist` as msprobe computes it: `np.linalg.norm(n - b, ord=2)` on the two tensors widened
+//! to float64, which numpy evaluates as `sqrt(dot(d, d))` with OpenBLAS's `ddot`.
+//!
+//! The sum of squares is rounded in OpenBLAS's order (0.3.23, the x86-64 kernel numpy 1.26's
+//! wheels select on AVX2 CPUs, `Haswell`), so the cell carries msprobe's last digit:
+//!
+//! * with more than 10 000 elements and more than one OpenBLAS thread, the vector is split into
+//!   one part per thread (`blas_level1_thread_with_return_value`: each part `ceil(left /
+//!   threads_left)` long) and the parts' sums are added in order, starting from 0;
+//! * in a part, the first `len & !15` elements go through 16 fused multiply-add accumulators
+//!   (element `i` into accumulator `i % 16`), which are reduced pairwise as the kernel's
+//!   `vextractf128`/`vaddpd`/`vhaddpd` sequence does;
+//! * the remaining `len % 16` elements are added one by one, product rounded before the sum
+//!   (the C loop after the kernel is not contracted into an FMA).
+//!
+//! OpenBLAS runs one thread per CPU unless told otherwise, so msprobe's value for tensors over
+//! 10 000 elements depends on the machine it ran on; [`default_blas_threads`] is what OpenBLAS
+//! would pick on this machine.
+
+use std::ops::Range;
+
+use rayon::prelude::*;
+
+use super::Operand;
+
+/// OpenBLAS's threaded `ddot` is used only above this many elements.
+const THREAD_MIN: usize = 10_000;
+/// numpy 1.26's OpenBLAS is built with `MAX_THREADS=64`.
+const MAX_THREADS: usize = 64;
+/// Elements decoded at a time (a multiple of 16, so blocks keep the accumulator lanes).
+const BLOCK: usize = 4096;
+
+/// The OpenBLAS thread count of numpy on this machine: one per available CPU, at most 64.
+pub fn default_blas_threads() -> usize {
+    std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(MAX_THREADS)
+}
+
+/// The ranges OpenBLAS's `ddot` gives its threads for `n` elements.
+pub(crate) fn blas_parts(n: usize, threads: usize) -> Vec<Range<usize>> {
+    let threads = threads.clamp(1, MAX_THREADS);
+    if n <= THREAD_MIN || threads == 1 {
+        return std::iter::once(0..n).collect();
+    }
+    let mut parts = Vec::with_capacity(threads);
+    let (mut left, mut start) = (n, 0);
+    while left > 0 {
+        let width = left.div_ceil(threads - parts.len()).min(left);
+        parts.push(start..start + width);
+        start += width;
+        left -= width;
+    }
+    parts
+}
+
+/// `sqrt(dot(d, d))` for `d = n - b` in float64, infinities and NaNs taken as 0 (msprobe zeroes
+/// them where both tensors have them; where they differ, no metric is reported).
+pub(crate) fn euc_dist(n: &Operand, b: &Operand, threads: usize) -> f64 {
+    let parts = blas_parts(n.numel(), threads);
+    let sums: Vec<f64> = parts.into_par_iter().map(|p| part_sum(n, b, p)).collect();
+    sums.iter().fold(0.0, |acc, s| acc + s).sqrt()
+}
+
+/// One thread's `ddot` over `part`.
+fn part_sum(n: &Operand, b: &Operand, part: Range<usize>) -> f64 {
+    let kernel_end = part.start + (part.len() & !15);
+    let mut acc = [0.0f64; 16];
+    let (mut x, mut y) = (Vec::with_capacity(BLOCK), Vec::with_capacity(BLOCK));
+    let mut start = part.start;
+    while start < kernel_end {
+        let end = (start + BLOCK).min(kernel_end);
+        super::decode(n, start..end, &mut x);
+        super::decode(b, start..end, &mut y);
+        accumulate(&x, &y, &mut acc);
+        start = end;
+    }
+    let mut dot = if kernel_end > part.start {
+        reduce(&acc)
+    } else {
+        0.0
+    };
+    for i in kernel_end..part.end {
+        let d = finite_or_zero(n.get(i)) - finite_or_zero(b.get(i));
+        dot += d * d;
+    }
+    dot
+}
+
+#[inline(always)]
+fn finite_or_zero(v: f64) -> f64 {
+    if v.is_finite() { v } else { 0.0 }
+}
+
+/// Adds `(x - y)²` of a block (a multiple of 16 long) to the 16 accumulators with FMA.
+fn accumulate(x: &[f64], y: &[f64], acc: &mut [f64; 16]) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if std::arch::is_x86_feature_detected!("fma") {
+            // SAFETY: the CPU supports FMA (checked just above).
+            unsafe { accumulate_fma(x, y, acc) };
+            return;
+        }
+    }
+    // Without the instruction `mul_add` calls libm's fma: slower, the same bits.
+    accumulate_impl(x, y, acc);
+}
+
+/// The same loop compiled with the FMA instruction, so `mul_add` is one instruction per lane.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn accumulate_fma(x: &[f64], y: &[f64], acc: &mut [f64; 16]) {
+    accumulate_impl(x, y, acc);
+}
+
+#[inline(always)]
+fn accumulate_impl(x: &[f64], y: &[f64], acc: &mut [f64; 16]) {
+    debug_assert!(x.len().is_multiple_of(16) && x.len() == y.len());
+    for (xs, ys) in x.chunks_exact(16).zip(y.chunks_exact(16)) {
+        for l in 0..16 {
+            let d = finite_or_zero(xs[l]) - finite_or_zero(ys[l]);
+            acc[l] = d.mul_add(d, acc[l]);
+        }
+    }
+}
+
+/// The kernel's reduction of its four 4-lane registers (register `j` holds accumulators
+/// `4j..4j+4`): high half onto low half, registers 0+1 and 2+3, then those two, then the pair.
+fn reduce(a: &[f64; 16]) -> f64 {
+    let half = |j: usize| [a[4 * j] + a[4 * j + 2], a[4 * j + 1] + a[4 * j + 3]];
+    let (r0, r1, r2, r3) = (half(0), half(1), half(2), half(3));
+    let s01 = [r0[0] + r1[0], r0[1] + r1[1]];
+    let s23 = [r2[0] + r3[0], r2[1] + r3[1]];
+    let s = [s01[0] + s23[0], s01[1] + s23[1]];
+    s[0] + s[1]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parts_follow_openblas_split() {
+        assert_eq!(blas_parts(10_000, 8), vec![0..10_000]);
+        assert_eq!(blas_parts(10_001, 1), vec![0..10_001]);
+        assert_eq!(blas_parts(10_001, 2), vec![0..5001, 5001..10_001]);
+        assert_eq!(
+            blas_parts(10_003, 3),
+            vec![0..3335, 3335..6669, 6669..10_003]
+        );
+        assert_eq!(blas_parts(20_000, 0), vec![0..20_000]);
+    }
+
+    /// The tail after the kernel is not fused: with d² = 1 + 2⁻²⁹ + 2⁻⁶⁰ added to 2⁻⁵³ a fused
+    /// add rounds up, numpy (and this) does not.
+    #[test]
+    fn tail_is_added_unfused() {
+        let mut x = vec![0.0f64; 17];
+        x[0] = 2f64.powi(-27);
+        x[1] = 2f64.powi(-27);
+        x[16] = 1.0 + 2f64.powi(-30);
+        let y = vec![0.0f64; 17];
+        let shape = [17usize];
+        let xv = numprobe_tensor::TensorView::from_slice(&shape, &x).unwrap();
+        let yv = numprobe_tensor::TensorView::from_slice(&shape, &y).unwrap();
+        let (n, b) = (Operand::in_memory(xv), Operand::in_memory(yv));
+        // numpy 1.26.4 / OpenBLAS 0.3.23 Haswell: x.dot(x) == 0x1.0000000800000p+0.
+        assert_eq!(part_sum(&n, &b, 0..17), 1.0 + 2f64.powi(-29));
+    }
+}

@@ -1,0 +1,317 @@
+//! A whole distributed run compared at once (compare::run_tree): per-(step, rank) tables named
+//! as msprobe's distributed compare names them, and the origin found by following the
+//! collectives. The runs are synthesised statistics dumps of a tensor-parallel step: a matmul,
+//! an all_reduce over the group of every rank, a relu.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use compare::CompareOptions;
+use compare::run_tree::{FirstDiff, RunOptions, discover, first_diff, plan, run_tree};
+use serde_json::{Value, json};
+
+fn tensor(max: f64, min: f64, mean: f64, norm: f64) -> Value {
+    json!({"type": "torch.Tensor", "dtype": "torch.float32", "shape": [4],
+           "Max": max, "Min": min, "Mean": mean, "Norm": norm, "requires_grad": false})
+}
+
+/// One rank's dump.json. `bump_matmul` changes this rank's matmul output (a difference
+/// produced here); `bump_reduced` changes the all_reduce output and everything after it (a
+/// difference that arrives through the collective).
+fn rank_dump(world: u64, rank: u64, bump_matmul: bool, bump_reduced: bool) -> Value {
+    let r = rank as f64;
+    let x = tensor(1.0 + r, -1.0, 0.5, 2.0 + r);
+    let mm = if bump_matmul {
+        tensor(3.5 + r, -2.0, 1.25, 5.5 + r)
+    } else {
+        tensor(3.0 + r, -2.0, 1.0, 5.0 + r)
+    };
+    let red = if bump_reduced {
+        tensor(12.5, -8.0, 4.25, 20.5)
+    } else {
+        tensor(12.0, -8.0, 4.0, 20.0)
+    };
+    let relu = if bump_reduced {
+        tensor(12.5, 0.0, 6.25, 20.5)
+    } else {
+        tensor(12.0, 0.0, 6.0, 20.0)
+    };
+    let ranks: Vec<u64> = (0..world).collect();
+    let group = json!({"type": "torch.ProcessGroup", "group_ranks": ranks, "group_id": "ab12cd34"});
+    let op = json!({"type": "torch.distributed.ReduceOp", "value": "RedOpType.SUM"});
+    json!({
+        "task": "statistics", "level": "L1", "framework": "pytorch", "dump_data_dir": null,
+        "data": {
+            "Torch.matmul.0.forward": {"input_args": [x, tensor(1.0, -1.0, 0.0, 2.0)],
+                                       "input_kwargs": {}, "output": [mm]},
+            "Distributed.all_reduce.0.forward": {"input_args": [mm],
+                                                  "input_kwargs": {"op": op, "group": group},
+                                                  "output": [red, op, group]},
+            "Torch.relu.0.forward": {"input_args": [red], "input_kwargs": {}, "output": [relu]},
+        }
+    })
+}
+
+/// Writes `root/step{s}/rank{r}/dump.json` for each step and rank.
+fn write_run(root: &Path, steps: &[u64], world: u64, dump: impl Fn(u64, u64) -> Value) {
+    for &s in steps {
+        for r in 0..world {
+            let dir = root.join(format!("step{s}/rank{r}"));
+            std::fs::create_dir_all(&dir).unwrap();
+            std::fs::write(
+                dir.join("dump.json"),
+                serde_json::to_string_pretty(&dump(s, r)).unwrap(),
+            )
+            .unwrap();
+        }
+    }
+}
+
+fn opts(tp: &Path, gp: &Path, out: &Path, workers: usize) -> RunOptions {
+    RunOptions {
+        pair: CompareOptions {
+            timestamp: Some("20260101000000".into()),
+            ..Default::default()
+        },
+        target: tp.to_path_buf(),
+        golden: gp.to_path_buf(),
+        out_dir: out.to_path_buf(),
+        workers,
+        ..Default::default()
+    }
+}
+
+/// A difference made on rank 1 in step 1 reaches ranks 0, 2, 3 through the all_reduce: the
+/// origin is rank 1's matmul, not rank 0 (the first rank to show a difference).
+#[test]
+fn origin_is_the_producing_rank_not_the_first_rank_showing_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let (tp, gp, out) = (
+        dir.path().join("t"),
+        dir.path().join("g"),
+        dir.path().join("out"),
+    );
+    let world = 4;
+    write_run(&gp, &[0, 1], world, |_, r| {
+        rank_dump(world, r, false, false)
+    });
+    write_run(&tp, &[0, 1], world, |s, r| {
+        rank_dump(world, r, s == 1 && r == 1, s == 1)
+    });
+    let (t, g) = (
+        discover(&tp).unwrap().unwrap(),
+        discover(&gp).unwrap().unwrap(),
+    );
+    let outcome = run_tree(&opts(&tp, &gp, &out, 2), &t, &g, &()).unwrap();
+
+    assert_eq!(outcome.pairs.len(), 8);
+    for s in 0..2 {
+        for r in 0..world {
+            let table = out.join(format!("step{s}/compare_result_rank{r}_20260101000000.csv"));
+            assert!(table.is_file(), "{} missing", table.display());
+        }
+    }
+    let summary = std::fs::read_to_string(out.join("summary.md")).unwrap();
+    let origin_lines: Vec<&str> = summary
+        .lines()
+        .filter(|l| l.starts_with("Origin:"))
+        .collect();
+    assert_eq!(
+        origin_lines,
+        ["Origin: rank 1, API Torch.matmul.0.forward"],
+        "{summary}"
+    );
+
+    let step1 = outcome.steps.iter().find(|v| v.step == Some(1)).unwrap();
+    assert!(
+        matches!(&step1.firsts[&1], FirstDiff::Local { key, .. } if key == "Torch.matmul.0.forward")
+    );
+    for r in [0, 2, 3] {
+        assert!(
+            matches!(&step1.firsts[&r], FirstDiff::Received { key, .. } if key == "Distributed.all_reduce.0.forward"),
+            "rank {r}: {:?}",
+            step1.firsts[&r]
+        );
+    }
+    assert!(step1.unexplained.is_empty());
+    let step0 = outcome.steps.iter().find(|v| v.step == Some(0)).unwrap();
+    assert!(step0.firsts.is_empty() && step0.origin.is_none());
+
+    // msprobe's -da shape: {"rank_1": [{"op_name", "data_info": {"input", "output"}, "stack_info"}]}.
+    assert_eq!(outcome.analyze_paths.len(), 1);
+    let da: Value =
+        serde_json::from_str(&std::fs::read_to_string(&outcome.analyze_paths[0]).unwrap()).unwrap();
+    let node = &da["rank_1"][0];
+    assert_eq!(node["op_name"], "Torch.matmul.0.forward");
+    assert_eq!(
+        node["data_info"]["output"]["Torch.matmul.0.forward.output.0"]["NPU max"],
+        json!(4.5)
+    );
+    assert!(node["data_info"]["input"]["Torch.matmul.0.forward.input.0"].is_object());
+    let run: Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("run_summary.json")).unwrap())
+            .unwrap();
+    assert_eq!(
+        run["origin"],
+        json!({"step": 1, "rank": 1, "op_name": "Torch.matmul.0.forward"})
+    );
+    assert!(!outcome.has_failures());
+}
+
+/// The same tables, byte for byte, with 1 worker and with 3, and as the single-pair compare
+/// writes them.
+#[test]
+fn tables_do_not_depend_on_the_worker_count_and_match_the_single_pair_compare() {
+    let dir = tempfile::tempdir().unwrap();
+    let (tp, gp) = (dir.path().join("t"), dir.path().join("g"));
+    let world = 3;
+    write_run(&gp, &[0], world, |_, r| rank_dump(world, r, false, false));
+    write_run(&tp, &[0], world, |_, r| rank_dump(world, r, r == 2, true));
+    let (t, g) = (
+        discover(&tp).unwrap().unwrap(),
+        discover(&gp).unwrap().unwrap(),
+    );
+    let mut tables: Vec<BTreeMap<String, Vec<u8>>> = Vec::new();
+    for workers in [1, 3] {
+        let out = dir.path().join(format!("out{workers}"));
+        run_tree(&opts(&tp, &gp, &out, workers), &t, &g, &()).unwrap();
+        let mut m = BTreeMap::new();
+        for e in std::fs::read_dir(out.join("step0")).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_file() {
+                m.insert(
+                    p.file_name().unwrap().to_string_lossy().into_owned(),
+                    std::fs::read(&p).unwrap(),
+                );
+            }
+        }
+        tables.push(m);
+    }
+    assert_eq!(tables[0], tables[1]);
+    for r in 0..world {
+        let single = dir.path().join(format!("single{r}"));
+        let o = compare::run(
+            &CompareOptions {
+                target: tp.join(format!("step0/rank{r}")),
+                golden: gp.join(format!("step0/rank{r}")),
+                out_dir: single,
+                timestamp: Some("20260101000000".into()),
+                ..Default::default()
+            },
+            &(),
+        )
+        .unwrap();
+        assert_eq!(
+            std::fs::read(&o.table_path).unwrap(),
+            tables[0][&format!("compare_result_rank{r}_20260101000000.csv")]
+        );
+    }
+}
+
+/// `--step`/`--rank` lists select pairs; a rank on one side only is listed, not compared.
+#[test]
+fn selection_and_unpaired_ranks() {
+    let dir = tempfile::tempdir().unwrap();
+    let (tp, gp) = (dir.path().join("t"), dir.path().join("g"));
+    write_run(&gp, &[0, 1, 2], 2, |_, r| rank_dump(2, r, false, false));
+    write_run(&tp, &[0, 1, 2], 3, |_, r| rank_dump(2, r, false, false));
+    let (t, g) = (
+        discover(&tp).unwrap().unwrap(),
+        discover(&gp).unwrap().unwrap(),
+    );
+    let (jobs, unpaired) = plan(&t, &g, &[0, 2], &[]).unwrap();
+    let got: Vec<(Option<u64>, u64)> = jobs.iter().map(|j| (j.step, j.rank)).collect();
+    assert_eq!(
+        got,
+        [(Some(0), 0), (Some(0), 1), (Some(2), 0), (Some(2), 1)]
+    );
+    assert_eq!(unpaired.target_only, [(Some(0), 2), (Some(2), 2)]);
+    let (jobs, unpaired) = plan(&t, &g, &[1], &[1]).unwrap();
+    assert_eq!(jobs.len(), 1);
+    assert!(unpaired.target_only.is_empty());
+    // A step directory (rank*/ directly) is a run root of one step.
+    let step = discover(&tp.join("step1")).unwrap().unwrap();
+    assert_eq!(step.steps.keys().collect::<Vec<_>>(), [&None]);
+    // A rank directory is not.
+    assert!(discover(&tp.join("step1/rank0")).unwrap().is_none());
+    let out = dir.path().join("out");
+    let o = run_tree(&opts(&tp, &gp, &out, 2), &t, &g, &()).unwrap();
+    assert!(!o.has_errors());
+    let summary = std::fs::read_to_string(out.join("summary.md")).unwrap();
+    assert!(summary.contains("Origin: none"), "{summary}");
+    assert!(
+        summary.contains(
+            "Only in the target run (not compared): step0/rank2, step1/rank2, step2/rank2"
+        ),
+        "{summary}"
+    );
+}
+
+/// A broken pair is reported and the others are still compared.
+#[test]
+fn a_pair_that_cannot_be_read_fails_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let (tp, gp) = (dir.path().join("t"), dir.path().join("g"));
+    write_run(&gp, &[0], 2, |_, r| rank_dump(2, r, false, false));
+    write_run(&tp, &[0], 2, |_, r| rank_dump(2, r, false, false));
+    std::fs::write(
+        tp.join("step0/rank1/dump.json"),
+        "{\"task\": \"statistics\", \"data\": [",
+    )
+    .unwrap();
+    let (t, g) = (
+        discover(&tp).unwrap().unwrap(),
+        discover(&gp).unwrap().unwrap(),
+    );
+    let out = dir.path().join("out");
+    let o = run_tree(&opts(&tp, &gp, &out, 2), &t, &g, &()).unwrap();
+    assert!(o.has_failures());
+    let bad = o.pairs.iter().find(|p| p.rank == 1).unwrap();
+    let msg = bad.result.as_ref().unwrap_err();
+    assert!(msg.contains("rank1") && msg.contains("dump.json"), "{msg}");
+    assert!(o.pairs.iter().find(|p| p.rank == 0).unwrap().result.is_ok());
+}
+
+/// First divergences from call lists: a collective whose inputs agree but outputs differ
+/// received the difference; a computation did it itself.
+#[test]
+fn first_diff_classifies_calls() {
+    use compare::divergence::CallDiff;
+    let call = |key: &str, i: bool, o: bool| CallDiff {
+        key: key.into(),
+        inputs_differ: i,
+        outputs_differ: o,
+        args_differ: false,
+        group: None,
+    };
+    let got = first_diff(&[
+        call("Torch.matmul.0.forward", false, false),
+        call("Distributed.all_gather.0.forward", false, false),
+        call("Distributed.all_reduce.0.forward", false, true),
+        call("Torch.relu.0.forward", true, true),
+    ]);
+    assert_eq!(
+        got,
+        Some(FirstDiff::Received {
+            key: "Distributed.all_reduce.0.forward".into(),
+            layer: 1
+        })
+    );
+    let got = first_diff(&[
+        call("Distributed.broadcast.0.forward", false, false),
+        call("Torch.add.0.forward", false, false),
+        call("Torch.mul.0.forward", false, true),
+    ]);
+    assert!(matches!(
+        got,
+        Some(FirstDiff::Local {
+            layer: 1,
+            sub_layer: 1,
+            ..
+        })
+    ));
+    assert_eq!(
+        first_diff(&[call("Torch.add.0.forward", false, false)]),
+        None
+    );
+}
