@@ -5,10 +5,15 @@
 //! Both are built from a finished compare ([`compare::Compared`] and its
 //! [`compare::divergence::Summary`]) plus each side's `construct.json`: [`model::Model`] turns
 //! them into one tree (modules from construct.json at L0/mix, call sites named by stack.json at
-//! L1) with each API's worst verdict; [`html`] and [`visdb`] write it out.
+//! L1) with each API's worst verdict; [`html`] and [`visdb`] write it out. [`kernel`] builds the
+//! same page from a kernel-dump compare (kernels grouped by scope), [`run`] writes one page per
+//! (step, rank) pair of a whole-run compare, and [`index`] the page listing a run's pairs.
 
 pub mod html;
+pub mod index;
+pub mod kernel;
 pub mod model;
+pub mod run;
 pub mod visdb;
 
 use std::path::{Path, PathBuf};
