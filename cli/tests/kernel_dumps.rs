@@ -103,7 +103,10 @@ fn compare_two_kernel_dumps_writes_msprobes_tables_and_names_the_origin() {
         stdout(&o)
     );
     let index = std::fs::read_to_string(index).unwrap();
-    assert!(index.contains("href=\"report_rank0_step0.html\""), "{index}");
+    assert!(
+        index.contains("href=\"report_rank0_step0.html\""),
+        "{index}"
+    );
     let summary = std::fs::read_to_string(out.path().join("summary.md")).unwrap();
     assert!(
         summary.contains("First divergence: rank 0, step 0, Cast `Default_network-WithLossCell__backbone-Net_Cast-op0`"),

@@ -15,6 +15,7 @@ pub mod kernel;
 pub mod model;
 pub mod run;
 pub mod visdb;
+pub mod visdb_data;
 
 use std::path::{Path, PathBuf};
 
@@ -79,7 +80,16 @@ pub fn write_beside(
             let path = out_dir.join(format!("compare_{ts}.vis.db"));
             let (step, rank) = visdb::step_rank(&outcome.target_dump_json);
             let golden_stacks = visdb::golden_stacks(&outcome.golden_dump_json)?;
-            visdb::write_with_stacks(&input, &path, step, rank, Some(golden_stacks))?;
+            let target_data = visdb::dump_data(&outcome.target_dump_json)?;
+            let golden_data = visdb::dump_data(&outcome.golden_dump_json)?;
+            visdb::write_with_stacks(
+                &input,
+                &path,
+                step,
+                rank,
+                (&target_data, &golden_data),
+                Some(golden_stacks),
+            )?;
             Some(path)
         }
         None => None,

@@ -104,16 +104,13 @@ pub fn write_run(root: &Path, steps: &[u64], world: u64, dump: impl Fn(u64, u64)
 
 pub const WORLD: u64 = 4;
 
+/// A pair's page: step, rank, path.
+pub type Written = (Option<u64>, u64, PathBuf);
+
 /// Steps 0 and 1 of four ranks; in step 1 rank 1's matmul differs and reaches the other ranks
 /// through the all_reduce. Compared into `dir/out` with the reports; returns the outcome, the
 /// pages written and the index.
-pub fn run_compare(
-    dir: &Path,
-) -> (
-    compare::run_tree::RunOutcome,
-    Vec<(Option<u64>, u64, PathBuf)>,
-    PathBuf,
-) {
+pub fn run_compare(dir: &Path) -> (compare::run_tree::RunOutcome, Vec<Written>, PathBuf) {
     let (tp, gp, out) = (dir.join("t"), dir.join("g"), dir.join("out"));
     write_run(&gp, &[0, 1], WORLD, |_, r| {
         rank_dump(WORLD, r, false, false)
