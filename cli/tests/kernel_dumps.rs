@@ -89,8 +89,23 @@ fn compare_two_kernel_dumps_writes_msprobes_tables_and_names_the_origin() {
         [
             "compare_result_0_0_20261201120000.csv",
             "compare_result_0_1_20261201120000.csv",
+            "report.html",
+            "report_rank0_step0.html",
+            "report_rank0_step1.html",
             "summary.md"
         ]
+    );
+    // Two tables: a page each, and report.html listing them (the path the command prints).
+    let index = out.path().join("report.html");
+    assert!(
+        stdout(&o).contains(&format!("report:       {}", index.display())),
+        "{}",
+        stdout(&o)
+    );
+    let index = std::fs::read_to_string(index).unwrap();
+    assert!(
+        index.contains("href=\"report_rank0_step0.html\""),
+        "{index}"
     );
     let summary = std::fs::read_to_string(out.path().join("summary.md")).unwrap();
     assert!(

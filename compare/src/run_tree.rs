@@ -266,6 +266,18 @@ pub struct RunOptions {
     pub workers: usize,
 }
 
+/// Sees each compared pair while its dumps and table are still in memory (a report writer):
+/// called in the worker that compared it, after its table was renamed to `table`.
+pub trait PairSink: Sync {
+    fn pair(
+        &self,
+        job: &PairJob,
+        outcome: &crate::CompareOutcome,
+        compared: &crate::Compared,
+        table: &Path,
+    );
+}
+
 /// The result of one pair.
 #[derive(Clone, Debug)]
 pub struct PairOutcome {
@@ -441,7 +453,13 @@ fn step_dir_name(step: Option<u64>) -> Option<String> {
 }
 
 /// Compares one pair into `out/step{S}/rank{R}/` and renames its table beside it.
-fn run_pair(opts: &RunOptions, job: &PairJob, ts: &str, progress: &dyn RunProgress) -> PairOutcome {
+fn run_pair(
+    opts: &RunOptions,
+    job: &PairJob,
+    ts: &str,
+    progress: &dyn RunProgress,
+    sink: Option<&dyn PairSink>,
+) -> PairOutcome {
     let step_out = match step_dir_name(job.step) {
         Some(d) => opts.out_dir.join(d),
         None => opts.out_dir.clone(),
@@ -468,7 +486,7 @@ fn run_pair(opts: &RunOptions, job: &PairJob, ts: &str, progress: &dyn RunProgre
     pair.rank = None;
     pair.timestamp = Some(ts.to_string());
     let result = (|| -> Result<(PathBuf, Summary)> {
-        let outcome = crate::run(&pair, &pp)?;
+        let (outcome, compared) = crate::run_keeping(&pair, &pp)?;
         let ext = outcome
             .table_path
             .extension()
@@ -485,6 +503,10 @@ fn run_pair(opts: &RunOptions, job: &PairJob, ts: &str, progress: &dyn RunProgre
             &format!("../{name}"),
         );
         dumpfmt::outfile::write(&outcome.summary_path, text.as_bytes())?;
+        if let Some(sink) = sink {
+            sink.pair(job, &outcome, &compared, &dest);
+        }
+        drop(compared);
         Ok((dest, outcome.summary))
     })();
     pp.finish();
@@ -502,6 +524,17 @@ pub fn run_tree(
     target: &RunTree,
     golden: &RunTree,
     progress: &dyn RunProgress,
+) -> Result<RunOutcome> {
+    run_tree_with(opts, target, golden, progress, None)
+}
+
+/// [`run_tree`], handing each compared pair to `sink` before its memory is freed.
+pub fn run_tree_with(
+    opts: &RunOptions,
+    target: &RunTree,
+    golden: &RunTree,
+    progress: &dyn RunProgress,
+    sink: Option<&dyn PairSink>,
 ) -> Result<RunOutcome> {
     if let Some(ts) = &opts.pair.timestamp {
         dumpfmt::outfile::check_timestamp(ts).map_err(Error::Usage)?;
@@ -542,7 +575,7 @@ pub fn run_tree(
                     let Some(i) = next.lock().unwrap().next() else {
                         break;
                     };
-                    let out = run_pair(opts, &jobs[i], &ts, progress);
+                    let out = run_pair(opts, &jobs[i], &ts, progress, sink);
                     results.lock().unwrap().push((i, out));
                 }
             });

@@ -18,7 +18,10 @@
     }
   })();
   const expanded = new Uint8Array(N);
-  for (let i = 0; i < N; i++) if (IT[i][2] === 0 && IT[i][3] - i < 400) expanded[i] = 1;
+  // Small subtrees start open: top-level ones, and every level of a kernel-scope tree (whose
+  // scopes nest deeper than a model's modules).
+  const openDepth = D.tree === "scope" ? 8 : 0;
+  for (let i = 0; i < N; i++) if (IT[i][2] <= openDepth && IT[i][3] - i < 400) expanded[i] = 1;
   const producer = D.div.producer;
   const prodItem = producer == null ? -1 : CA[producer][9];
   let sel = -1, query = "", errorsOnly = false, vis = [];
@@ -40,7 +43,14 @@
     " unmatched</span>" + '<span class="muted">' + D.summary.rows + " rows, " + CA.length + " APIs</span>";
   $("treeHead").textContent = D.tree === "construct"
     ? "module hierarchy (construct.json), coloured by worst verdict; counts error/warning/pass/unmatched"
-    : "APIs grouped by the call sites their stack names (L1), coloured by worst verdict";
+    : D.tree === "scope"
+      ? "kernels grouped by their scope, coloured by worst verdict; counts error/warning/pass/unmatched"
+      : "APIs grouped by the call sites their stack names (L1), coloured by worst verdict";
+  if (D.up) {
+    const a = document.createElement("a");
+    a.id = "up"; a.href = D.up[1]; a.textContent = D.up[0];
+    $("sides").before(a);
+  }
 
   // ---------- tree ----------
   function matches(i) { return IT[i][0].toLowerCase().indexOf(query) >= 0; }

@@ -13,7 +13,7 @@ use compare::cell::Cell;
 use compare::model::Mode;
 
 use crate::Result;
-use crate::model::{Input, ItemKind, Model};
+use crate::model::{Input, ItemKind, Model, TreeKind};
 
 const TEMPLATE: &str = include_str!("../assets/report.html");
 const SCRIPT: &str = include_str!("../assets/report.js");
@@ -116,18 +116,75 @@ fn opt_num(out: &mut String, v: Option<f64>) {
     }
 }
 
+/// The first divergence as the page shows it: calls by key.
+pub struct Divergence {
+    /// The producer's call index (into [`Model::calls`]), why, and its figures.
+    pub producer: Option<(usize, String, Vec<String>)>,
+    /// Keys of later calls that only propagate the difference.
+    pub propagators: Vec<String>,
+    /// Keys of later calls that start differences of their own.
+    pub others: Vec<String>,
+}
+
+/// What a page shows besides its tree: the result table's rows and the divergence.
+pub struct Page<'a> {
+    pub target_name: &'a str,
+    pub golden_name: &'a str,
+    pub header: &'a [String],
+    /// Rows whose first two cells are the target's and golden's names (`N/A`: no partner).
+    pub rows: &'a [Vec<Cell>],
+    /// Each row's verdict (0 pass, 1 warning, 2 error).
+    pub levels: Vec<u8>,
+    pub divergence: Divergence,
+    /// Rows, rows without a partner, and (pass, warning, error) counts of rows and of calls.
+    pub counts: (usize, usize, [usize; 3], [usize; 3]),
+    /// The plot's axes and guide lines (JSON), `None`: the mode's own.
+    pub thresholds: Option<String>,
+    /// A page this one belongs to (the run's index), relative to it: text and href.
+    pub up: Option<(String, String)>,
+}
+
+impl<'a> Page<'a> {
+    /// The page of an API compare.
+    pub fn of_compare(input: &'a Input) -> Page<'a> {
+        let table = &input.compared.table;
+        let s = input.summary;
+        Page {
+            target_name: &input.target_name,
+            golden_name: &input.golden_name,
+            header: &table.header,
+            rows: &table.rows,
+            levels: table.verdicts.iter().map(|v| v.level as u8).collect(),
+            divergence: Divergence {
+                producer: s
+                    .producer
+                    .as_ref()
+                    .map(|p| (p.call_index, p.reason.clone(), p.rows.clone())),
+                propagators: s.propagators.clone(),
+                others: s.other_producers.clone(),
+            },
+            counts: (s.rows, s.unmatched_rows, s.row_levels, s.api_levels),
+            thresholds: None,
+            up: None,
+        }
+    }
+}
+
 /// The page's data as JSON (safe to place inside a `<script>` element).
 pub fn data_json(model: &Model, input: &Input) -> String {
-    let cmp = input.compared;
-    let table = &cmp.table;
-    let keep: Vec<usize> = (0..table.header.len())
-        .filter(|&i| !SKIPPED.contains(&table.header[i].as_str()))
+    page_json(model, &Page::of_compare(input))
+}
+
+/// [`data_json`] of any page.
+pub fn page_json(model: &Model, page: &Page) -> String {
+    let keep: Vec<usize> = (0..page.header.len())
+        .filter(|&i| !SKIPPED.contains(&page.header[i].as_str()))
         .collect();
     let mut strings = Interner {
         list: Vec::new(),
         index: HashMap::new(),
     };
-    let mut out = String::with_capacity(256 * table.rows.len() + 4096);
+    let mut out = String::with_capacity(256 * page.rows.len() + 4096);
     out.push('{');
     let mode = match model.mode {
         Mode::Statistics => "statistics",
@@ -135,28 +192,34 @@ pub fn data_json(model: &Model, input: &Input) -> String {
         Mode::Md5 => "md5",
     };
     let _ = write!(out, "\"mode\":\"{mode}\",\"target\":");
-    json_str(&mut out, &input.target_name);
+    json_str(&mut out, page.target_name);
     out.push_str(",\"golden\":");
-    json_str(&mut out, &input.golden_name);
+    json_str(&mut out, page.golden_name);
     let _ = write!(
         out,
         ",\"tree\":\"{}\"",
-        if model.from_construct {
-            "construct"
-        } else {
-            "stack"
+        match model.tree {
+            TreeKind::Construct => "construct",
+            TreeKind::Stack => "stack",
+            TreeKind::Scope => "scope",
         }
     );
+    if let Some((text, href)) = &page.up {
+        out.push_str(",\"up\":[");
+        json_str(&mut out, text);
+        out.push(',');
+        json_str(&mut out, href);
+        out.push(']');
+    }
     out.push_str(",\"cols\":[");
     for (n, &i) in keep.iter().enumerate() {
         if n > 0 {
             out.push(',');
         }
-        json_str(&mut out, &table.header[i]);
+        json_str(&mut out, &page.header[i]);
     }
     out.push(']');
 
-    // Rows, grouped per call in execution order.
     out.push_str(",\"rows\":[");
     let mut first_row = Vec::with_capacity(model.calls.len());
     let mut emitted = 0usize;
@@ -167,7 +230,7 @@ pub fn data_json(model: &Model, input: &Input) -> String {
                 out.push(',');
             }
             emitted += 1;
-            let row = &table.rows[r];
+            let row = &page.rows[r];
             let name = row[0].py_str();
             let bench = row[1].py_str();
             out.push('[');
@@ -186,7 +249,7 @@ pub fn data_json(model: &Model, input: &Input) -> String {
                 cell_json(&mut out, &row[i], &mut strings);
             }
             // The verdict's level as the judge left it (the Result cell may be blank).
-            let _ = write!(out, ",{}", table.verdicts[r].level as u8);
+            let _ = write!(out, ",{}", page.levels[r]);
             out.push(']');
         }
     }
@@ -305,14 +368,14 @@ pub fn data_json(model: &Model, input: &Input) -> String {
         }
         out.push(']');
     };
-    let s = input.summary;
+    let d = &page.divergence;
     out.push_str(",\"div\":{");
-    match &s.producer {
-        Some(p) => {
-            let _ = write!(out, "\"producer\":{},\"reason\":", p.call_index);
-            json_str(&mut out, &p.reason);
+    match &d.producer {
+        Some((call, reason, figures)) => {
+            let _ = write!(out, "\"producer\":{call},\"reason\":");
+            json_str(&mut out, reason);
             out.push_str(",\"figures\":[");
-            for (k, r) in p.rows.iter().enumerate() {
+            for (k, r) in figures.iter().enumerate() {
                 if k > 0 {
                     out.push(',');
                 }
@@ -323,24 +386,19 @@ pub fn data_json(model: &Model, input: &Input) -> String {
         None => out.push_str("\"producer\":null"),
     }
     out.push_str(",\"propagators\":");
-    keys_json(&mut out, &s.propagators);
+    keys_json(&mut out, &d.propagators);
     out.push_str(",\"others\":");
-    keys_json(&mut out, &s.other_producers);
+    keys_json(&mut out, &d.others);
     out.push('}');
+    let (rows, unmatched, row_levels, api_levels) = page.counts;
     let _ = write!(
         out,
-        ",\"summary\":{{\"rows\":{},\"unmatched_rows\":{},\"row_levels\":[{},{},{}],\"api_levels\":[{},{},{}]}}",
-        s.rows,
-        s.unmatched_rows,
-        s.row_levels[0],
-        s.row_levels[1],
-        s.row_levels[2],
-        s.api_levels[0],
-        s.api_levels[1],
-        s.api_levels[2]
+        ",\"summary\":{{\"rows\":{rows},\"unmatched_rows\":{unmatched},\"row_levels\":[{},{},{}],\"api_levels\":[{},{},{}]}}",
+        row_levels[0], row_levels[1], row_levels[2], api_levels[0], api_levels[1], api_levels[2]
     );
     // Guide lines of the plot: msprobe's judgement thresholds for the plotted quantities.
     let thr = match model.mode {
+        _ if page.thresholds.is_some() => page.thresholds.as_deref().unwrap_or_default(),
         Mode::Statistics => {
             "{\"y1\":\"relative error of the norm\",\"y2\":\"relative error of the max\",\"lines\":[[0.1,1,\"10%: input drift msprobe tolerates\"],[0.5,2,\"50%: output NormRelativeErr error\"]]}"
         }
@@ -364,10 +422,15 @@ pub fn data_json(model: &Model, input: &Input) -> String {
 
 /// The whole page.
 pub fn render(model: &Model, input: &Input) -> String {
-    let data = data_json(model, input);
+    render_page(model, &Page::of_compare(input))
+}
+
+/// [`render`] of any page.
+pub fn render_page(model: &Model, page: &Page) -> String {
+    let data = page_json(model, page);
     let title = format!(
         "numprobe compare: {} vs {}",
-        input.target_name, input.golden_name
+        page.target_name, page.golden_name
     );
     let title = title
         .replace('&', "&amp;")
@@ -395,7 +458,12 @@ pub fn render(model: &Model, input: &Input) -> String {
 
 /// Writes `report.html` atomically (never through a planted link).
 pub fn write(model: &Model, input: &Input, path: &Path) -> Result<()> {
-    dumpfmt::outfile::write(path, render(model, input).as_bytes())?;
+    write_page(model, &Page::of_compare(input), path)
+}
+
+/// [`write`] of any page.
+pub fn write_page(model: &Model, page: &Page, path: &Path) -> Result<()> {
+    dumpfmt::outfile::write(path, render_page(model, page).as_bytes())?;
     Ok(())
 }
 

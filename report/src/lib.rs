@@ -5,11 +5,17 @@
 //! Both are built from a finished compare ([`compare::Compared`] and its
 //! [`compare::divergence::Summary`]) plus each side's `construct.json`: [`model::Model`] turns
 //! them into one tree (modules from construct.json at L0/mix, call sites named by stack.json at
-//! L1) with each API's worst verdict; [`html`] and [`visdb`] write it out.
+//! L1) with each API's worst verdict; [`html`] and [`visdb`] write it out. [`kernel`] builds the
+//! same page from a kernel-dump compare (kernels grouped by scope), [`run`] writes one page per
+//! (step, rank) pair of a whole-run compare, and [`index`] the page listing a run's pairs.
 
 pub mod html;
+pub mod index;
+pub mod kernel;
 pub mod model;
+pub mod run;
 pub mod visdb;
+pub mod visdb_data;
 
 use std::path::{Path, PathBuf};
 
@@ -74,7 +80,16 @@ pub fn write_beside(
             let path = out_dir.join(format!("compare_{ts}.vis.db"));
             let (step, rank) = visdb::step_rank(&outcome.target_dump_json);
             let golden_stacks = visdb::golden_stacks(&outcome.golden_dump_json)?;
-            visdb::write_with_stacks(&input, &path, step, rank, Some(golden_stacks))?;
+            let target_data = visdb::dump_data(&outcome.target_dump_json)?;
+            let golden_data = visdb::dump_data(&outcome.golden_dump_json)?;
+            visdb::write_with_stacks(
+                &input,
+                &path,
+                step,
+                rank,
+                (&target_data, &golden_data),
+                Some(golden_stacks),
+            )?;
             Some(path)
         }
         None => None,

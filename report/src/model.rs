@@ -85,13 +85,24 @@ pub struct Item {
     pub counts: [u32; 4],
 }
 
+/// What the tree's inner nodes are.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TreeKind {
+    /// Modules of construct.json (L0/mix).
+    Construct,
+    /// Call sites named by stack.json (L1).
+    Stack,
+    /// Kernel scopes (`Default/network-WithLossCell/...`) of a kernel dump.
+    Scope,
+}
+
 pub struct Model {
     pub mode: Mode,
     pub calls: Vec<CallInfo>,
     pub items: Vec<Item>,
     pub stacks: Vec<Vec<String>>,
-    /// True when the tree comes from construct.json; false: L1 call sites from stack.json.
-    pub from_construct: bool,
+    /// Where the tree comes from.
+    pub tree: TreeKind,
     /// Item of each call.
     pub call_item: Vec<usize>,
 }
@@ -307,7 +318,6 @@ impl Model {
             .enumerate()
             .map(|(i, c)| (c.key.as_str(), i))
             .collect();
-        let mut call_node: Vec<Option<usize>> = vec![None; calls.len()];
         if let Some(cons) = construct {
             let mut node_of: HashMap<String, usize> = HashMap::new();
             let mut ensure = |name: &str,
@@ -418,128 +428,150 @@ impl Model {
                 nodes.push((c.key.clone(), ItemKind::Api, parent, Some(ci)));
             }
         }
-        for (i, n) in nodes.iter().enumerate() {
-            if let Some(c) = n.3 {
-                call_node[c] = Some(i);
-            }
-        }
-
-        // Children in execution order: by the first call of their subtree.
-        let mut children: Vec<Vec<usize>> = vec![Vec::new(); nodes.len()];
-        let mut roots = Vec::new();
-        for (i, n) in nodes.iter().enumerate() {
-            match n.2 {
-                Some(p) => children[p].push(i),
-                None => roots.push(i),
-            }
-        }
-        let mut first = vec![usize::MAX; nodes.len()];
-        for (i, n) in nodes.iter().enumerate() {
-            if let Some(c) = n.3 {
-                // Walk up once per call; a parent chain is at most the node count long.
-                let mut at = Some(i);
-                let mut steps = 0;
-                while let Some(a) = at {
-                    if first[a] <= c || steps > nodes.len() {
-                        break;
-                    }
-                    first[a] = c;
-                    at = nodes[a].2;
-                    steps += 1;
-                }
-            }
-        }
-        let order_key = |i: &usize| (first[*i], *i);
-        roots.sort_by_key(order_key);
-        for ch in &mut children {
-            ch.sort_by_key(order_key);
-        }
-
-        let mut items: Vec<Item> = Vec::with_capacity(nodes.len());
-        let mut seen = vec![false; nodes.len()];
-        let mut new_index = vec![usize::MAX; nodes.len()];
-        // Iterative pre-order; `end` is filled when a node's subtree is done.
-        let mut stack: Vec<(usize, usize, Option<usize>, bool)> =
-            roots.iter().rev().map(|&r| (r, 0, None, false)).collect();
-        while let Some((n, depth, parent, done)) = stack.pop() {
-            if done {
-                let at = new_index[n];
-                items[at].end = items.len();
-                continue;
-            }
-            if seen[n] {
-                continue; // a cycle in construct.json: each node once
-            }
-            seen[n] = true;
-            let at = items.len();
-            new_index[n] = at;
-            let (label, kind, _, call) = &nodes[n];
-            let golden_link = match (construct.is_some(), call) {
-                (true, _) => golden_link(label),
-                (false, Some(c)) => calls[*c].golden.clone().map(|g| vec![g]),
+        let (items, call_item) = assemble(&nodes, &calls, |n| {
+            match (construct.is_some(), nodes[n].3) {
+                (true, _) => golden_link(&nodes[n].0),
+                (false, Some(c)) => calls[c].golden.clone().map(|g| vec![g]),
                 (false, None) => None,
-            };
-            items.push(Item {
-                label: label.clone(),
-                kind: *kind,
-                parent,
-                depth,
-                end: at + 1,
-                call: *call,
-                golden_link,
-                worst: None,
-                counts: [0; 4],
-            });
-            stack.push((n, depth, parent, true));
-            for &ch in children[n].iter().rev() {
-                stack.push((ch, depth + 1, Some(at), false));
             }
-        }
-        // Nodes on a construct.json cycle never reach a root: give them one each.
-        for n in 0..nodes.len() {
-            if !seen[n] {
-                seen[n] = true;
-                let at = items.len();
-                new_index[n] = at;
-                items.push(Item {
-                    label: nodes[n].0.clone(),
-                    kind: nodes[n].1,
-                    parent: None,
-                    depth: 0,
-                    end: at + 1,
-                    call: nodes[n].3,
-                    golden_link: None,
-                    worst: None,
-                    counts: [0; 4],
-                });
-            }
-        }
-        // Counts bottom-up (children come after their parent in pre-order).
-        for i in (0..items.len()).rev() {
-            if let Some(v) = items[i].call.and_then(|c| calls[c].verdict) {
-                items[i].counts[(v.code() + 1) as usize] += 1;
-                items[i].worst = items[i].worst.max(Some(v));
-            }
-            if let Some(p) = items[i].parent {
-                let (w, counts) = (items[i].worst, items[i].counts);
-                let pi = &mut items[p];
-                pi.worst = pi.worst.max(w);
-                for (sum, n) in pi.counts.iter_mut().zip(counts) {
-                    *sum += n;
-                }
-            }
-        }
-        let call_item = call_node
-            .iter()
-            .map(|n| n.map(|n| new_index[n]).unwrap_or(0))
-            .collect();
+        });
         Model {
             mode,
             calls,
             items,
             stacks,
-            from_construct: construct.is_some(),
+            tree: if construct.is_some() {
+                TreeKind::Construct
+            } else {
+                TreeKind::Stack
+            },
             call_item,
         }
     }
+}
+
+/// Unordered tree nodes: label, kind, parent, call.
+pub(crate) type Node = (String, ItemKind, Option<usize>, Option<usize>);
+
+/// The nodes as items in pre-order (children in execution order: by the first call of their
+/// subtree), with each subtree's worst verdict and counts, and the item of each call.
+/// `golden_link` gives a node's matched golden path.
+pub(crate) fn assemble(
+    nodes: &[Node],
+    calls: &[CallInfo],
+    golden_link: impl Fn(usize) -> Option<Vec<String>>,
+) -> (Vec<Item>, Vec<usize>) {
+    let mut call_node: Vec<Option<usize>> = vec![None; calls.len()];
+    for (i, n) in nodes.iter().enumerate() {
+        if let Some(c) = n.3 {
+            call_node[c] = Some(i);
+        }
+    }
+
+    // Children in execution order: by the first call of their subtree.
+    let mut children: Vec<Vec<usize>> = vec![Vec::new(); nodes.len()];
+    let mut roots = Vec::new();
+    for (i, n) in nodes.iter().enumerate() {
+        match n.2 {
+            Some(p) => children[p].push(i),
+            None => roots.push(i),
+        }
+    }
+    let mut first = vec![usize::MAX; nodes.len()];
+    for (i, n) in nodes.iter().enumerate() {
+        if let Some(c) = n.3 {
+            // Walk up once per call; a parent chain is at most the node count long.
+            let mut at = Some(i);
+            let mut steps = 0;
+            while let Some(a) = at {
+                if first[a] <= c || steps > nodes.len() {
+                    break;
+                }
+                first[a] = c;
+                at = nodes[a].2;
+                steps += 1;
+            }
+        }
+    }
+    let order_key = |i: &usize| (first[*i], *i);
+    roots.sort_by_key(order_key);
+    for ch in &mut children {
+        ch.sort_by_key(order_key);
+    }
+
+    let mut items: Vec<Item> = Vec::with_capacity(nodes.len());
+    let mut seen = vec![false; nodes.len()];
+    let mut new_index = vec![usize::MAX; nodes.len()];
+    // Iterative pre-order; `end` is filled when a node's subtree is done.
+    let mut stack: Vec<(usize, usize, Option<usize>, bool)> =
+        roots.iter().rev().map(|&r| (r, 0, None, false)).collect();
+    while let Some((n, depth, parent, done)) = stack.pop() {
+        if done {
+            let at = new_index[n];
+            items[at].end = items.len();
+            continue;
+        }
+        if seen[n] {
+            continue; // a cycle in construct.json: each node once
+        }
+        seen[n] = true;
+        let at = items.len();
+        new_index[n] = at;
+        let (label, kind, _, call) = &nodes[n];
+        let golden_link = golden_link(n);
+        items.push(Item {
+            label: label.clone(),
+            kind: *kind,
+            parent,
+            depth,
+            end: at + 1,
+            call: *call,
+            golden_link,
+            worst: None,
+            counts: [0; 4],
+        });
+        stack.push((n, depth, parent, true));
+        for &ch in children[n].iter().rev() {
+            stack.push((ch, depth + 1, Some(at), false));
+        }
+    }
+    // Nodes on a construct.json cycle never reach a root: give them one each.
+    for n in 0..nodes.len() {
+        if !seen[n] {
+            seen[n] = true;
+            let at = items.len();
+            new_index[n] = at;
+            items.push(Item {
+                label: nodes[n].0.clone(),
+                kind: nodes[n].1,
+                parent: None,
+                depth: 0,
+                end: at + 1,
+                call: nodes[n].3,
+                golden_link: None,
+                worst: None,
+                counts: [0; 4],
+            });
+        }
+    }
+    // Counts bottom-up (children come after their parent in pre-order).
+    for i in (0..items.len()).rev() {
+        if let Some(v) = items[i].call.and_then(|c| calls[c].verdict) {
+            items[i].counts[(v.code() + 1) as usize] += 1;
+            items[i].worst = items[i].worst.max(Some(v));
+        }
+        if let Some(p) = items[i].parent {
+            let (w, counts) = (items[i].worst, items[i].counts);
+            let pi = &mut items[p];
+            pi.worst = pi.worst.max(w);
+            for (sum, n) in pi.counts.iter_mut().zip(counts) {
+                *sum += n;
+            }
+        }
+    }
+    let call_item = call_node
+        .iter()
+        .map(|n| n.map(|n| new_index[n]).unwrap_or(0))
+        .collect();
+    (items, call_item)
 }

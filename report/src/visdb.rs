@@ -22,7 +22,9 @@ use dumpfmt::construct::ConstructFile;
 use rusqlite::types::Value as Sql;
 
 use crate::model::Input;
+use crate::visdb_data::{self, PyVal};
 use crate::{Error, Result};
+use dumpfmt::json::Value as JsonValue;
 
 const ROOT: &str = "DefaultModel";
 const COLLECTION: &str = "Apis_Between_Modules";
@@ -431,58 +433,74 @@ fn compare_columns(mode: Mode) -> Vec<&'static str> {
     cols
 }
 
-/// A value as msprobe's graph export prints it: text without quotes, `None` as `null`.
-fn shown(c: &Cell) -> String {
-    let t = match c {
-        Cell::None => return "null".into(),
-        other => other.py_str(),
-    };
-    t.replace('\'', "").replace("None", "null")
+/// A table cell as msprobe holds the compare figure before formatting.
+fn cell_val(c: &Cell) -> PyVal {
+    match c {
+        Cell::None => PyVal::None,
+        Cell::Str(s) => PyVal::Text(s.clone()),
+        other => PyVal::Other(other.py_str()),
+    }
 }
 
-/// input_data / output_data of a node: each parameter's dump fields, and on the target side
-/// the compare's figures for it.
+/// input_data / output_data of a node: its dump.json entry as msprobe's graph builder formats
+/// it, with the compare's figures of each parameter on a compared target node.
 fn node_data(
     cmp: &Compared,
-    dump: &Dump,
+    data: Option<&JsonValue>,
+    golden: Option<&JsonValue>,
     key: &str,
+    compared: bool,
     row_of: &HashMap<&str, usize>,
     cols: &[(&'static str, usize)],
 ) -> (String, String) {
-    let Some(call) = dump.calls.iter().find(|c| c.key == key) else {
+    let Some(entry) = data.and_then(|d| d.get(key)) else {
         return ("{}".into(), "{}".into());
     };
-    let (mut ins, mut outs) = (Vec::new(), Vec::new());
-    for leaf in &call.leaves {
-        let mut f: Vec<(String, String)> = Vec::new();
-        let mut put = |k: &str, v: String| {
-            let mut s = String::new();
-            pyrepr::write_json_str(&v, &mut s);
-            f.push((k.to_string(), s));
-        };
-        if leaf.is_tensor {
-            put("dtype", leaf.dtype.clone());
-            put("shape", leaf.shape.clone());
-        }
-        for (k, c) in ["Max", "Min", "Mean", "Norm"].iter().zip(&leaf.stats) {
-            put(k, shown(c));
-        }
-        put("requires_grad", shown(&leaf.requires_grad));
-        put("data_name", leaf.data_name.clone());
-        if let Some(&r) = row_of.get(leaf.name.as_str()) {
-            for &(name, ci) in cols {
-                put(name, shown(&cmp.table.rows[r][ci]));
+    let (mut ins, mut outs) = visdb_data::node_io(entry, key);
+    if compared {
+        // Statistics mode: msprobe's graph computes the differences from the two records
+        // itself (Python numbers, not the table's text).
+        let bench: Vec<(String, visdb_data::Dict)> =
+            match (cmp.mode, golden.and_then(|g| g.get(key))) {
+                (Mode::Statistics, Some(g)) => {
+                    let (i, o) = visdb_data::node_io(g, key);
+                    i.into_iter().chain(o).collect()
+                }
+                _ => Vec::new(),
+            };
+        for (name, d) in ins.iter_mut().chain(outs.iter_mut()) {
+            let Some(&r) = row_of.get(name.as_str()) else {
+                continue;
+            };
+            let row = &cmp.table.rows[r];
+            let bench_name = row[1].py_str();
+            let figures = bench
+                .iter()
+                .find(|(n, _)| *n == bench_name)
+                .map(|(_, b)| visdb_data::summary_figures(d, b));
+            for &(col, ci) in cols {
+                let at = compare_columns(Mode::Statistics)[..8]
+                    .iter()
+                    .position(|c| *c == col);
+                let v = match (&figures, at) {
+                    (Some(f), Some(k)) => f[k].clone(),
+                    _ => cell_val(&row[ci]),
+                };
+                d.set(col, v);
             }
         }
-        let is_out = leaf.name.contains(".output.") && !leaf.name.contains(".input.");
-        let entry = (leaf.name.clone(), py_json_obj(&f));
-        if is_out {
-            outs.push(entry);
-        } else {
-            ins.push(entry);
-        }
     }
-    (py_json_obj(&ins), py_json_obj(&outs))
+    let md5 = cmp.mode == Mode::Md5;
+    (
+        visdb_data::format_records(&ins, key, md5),
+        visdb_data::format_records(&outs, key, md5),
+    )
+}
+
+/// The `data` object of a dump.json (each call's record), as msprobe's graph builder reads it.
+pub fn dump_data(dump_json: &Path) -> Result<JsonValue> {
+    let doc = dumpfmt::json::parse_file(dump_json)?;
+    Ok(doc.get("data").cloned().unwrap_or(JsonValue::Null))
 }
 
 /// Step and rank of a dump.json from its directories (`stepN/rankM/dump.json`), else 0.
@@ -539,9 +557,17 @@ pub fn golden_stacks(dump_json: &Path) -> Result<HashMap<String, Vec<String>>> {
     }
 }
 
-/// Writes the vis.db (atomically: built beside the target, then renamed into place).
-pub fn write(input: &Input, path: &Path, step: i64, rank: i64) -> Result<()> {
-    write_with_stacks(input, path, step, rank, None)
+/// Writes the vis.db (atomically: built beside the target, then renamed into place). `data`:
+/// the target's and golden's dump.json `data` objects ([`dump_data`]), whose records become
+/// the nodes' input_data/output_data.
+pub fn write(
+    input: &Input,
+    path: &Path,
+    step: i64,
+    rank: i64,
+    data: (&JsonValue, &JsonValue),
+) -> Result<()> {
+    write_with_stacks(input, path, step, rank, data, None)
 }
 
 /// [`write()`] with the golden's stack.json frames (the tb_stack rows of the golden graph).
@@ -550,6 +576,7 @@ pub fn write_with_stacks(
     path: &Path,
     step: i64,
     rank: i64,
+    data: (&JsonValue, &JsonValue),
     golden_stacks: Option<HashMap<String, Vec<String>>>,
 ) -> Result<()> {
     let cmp = input.compared;
@@ -638,7 +665,6 @@ pub fn write_with_stacks(
         .into_iter()
         .filter_map(|c| table.header.iter().position(|h| h == c).map(|i| (c, i)))
         .collect();
-    let no_rows: HashMap<&str, usize> = HashMap::new();
 
     // Refused early (a planted link, a directory, a FIFO), and checked again before the rename.
     dumpfmt::outfile::check_target(path)?;
@@ -673,7 +699,7 @@ pub fn write_with_stacks(
             let mut ins_stack = tx
                 .prepare("INSERT INTO tb_stack (id, stack_info) VALUES (?1, ?2)")
                 .map_err(&err)?;
-            for (g, source, dump) in [(&gn, "NPU", &cmp.npu), (&gb, "Bench", &cmp.bench)] {
+            for (g, source, dump) in [(&gn, "NPU", data.0), (&gb, "Bench", data.1)] {
                 let graph_id = format!("{source}_{step}_{rank}");
                 // msprobe's tensor directory (a run-dependent path): not kept by the compare.
                 let data_dir = Sql::Null;
@@ -690,11 +716,18 @@ pub fn write_with_stacks(
                             next
                         })
                         .clone();
-                    let (input_data, output_data) = if source == "NPU" {
-                        node_data(cmp, dump, &node.id, &row_of_leaf, &cols)
-                    } else {
-                        node_data(cmp, dump, &node.id, &no_rows, &[])
-                    };
+                    // Only a compared target node carries the compare's figures.
+                    let compared =
+                        source == "NPU" && node.precision.is_some() && node.op != OP_COLLECTION;
+                    let (input_data, output_data) = node_data(
+                        cmp,
+                        Some(dump),
+                        Some(data.1),
+                        &node.id,
+                        compared,
+                        &row_of_leaf,
+                        &cols,
+                    );
                     let precision = match node.precision {
                         None => Sql::Null,
                         Some(p) if p.fract() == 0.0 => Sql::Integer(p as i64),

@@ -203,3 +203,132 @@ fn every_mode_renders_without_script_errors() {
         b.screenshot(&screenshot_dir().join(format!("mode-{target}.png")));
     }
 }
+
+/// The page of a kernel-dump compare (testdata/kernel-dumps, float32 with a perturbed input
+/// against float32): the scope tree, the plot and the first divergence render, a click on the
+/// first divergence opens its detail, and nothing is requested from the network.
+#[test]
+fn kernel_report_renders_and_needs_no_network() {
+    let out = tempfile::tempdir().unwrap();
+    let (outcome, written) =
+        common::runs::kernel_compare("net_f32_noisy", "net_f32", Some(vec![0]), out.path());
+    let first = outcome.tables[0].0.first_divergence(0.0).unwrap();
+    let url = format!("file://{}", written.html.display());
+    let mut b = Browser::launch();
+    b.open(&url);
+    assert_eq!(
+        b.eval("new Promise(r => { const f = () => document.body.dataset.ready ? r(document.body.dataset.ready) : setTimeout(f, 20); f(); })"),
+        Value::from("1")
+    );
+    let head = b.eval("document.getElementById('treeHead').textContent");
+    assert!(head.as_str().unwrap().contains("scope"), "{head}");
+    let rows =
+        b.eval("[...document.querySelectorAll('#treeRows .row .lb')].map(e => e.textContent)");
+    let rows: Vec<&str> = rows
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    for scope in [
+        "Default",
+        "network-WithLossCell",
+        "_backbone-Net",
+        "fc-Dense",
+    ] {
+        assert!(rows.contains(&scope), "tree lacks {scope}: {rows:?}");
+    }
+    // The producer's leaf is marked in the tree and named by the first-divergence card.
+    let prod = b.eval("document.querySelector('#treeRows .row.prod .lb').textContent");
+    let card = b.eval("document.getElementById('firstDiv').textContent");
+    let card = card.as_str().unwrap();
+    let leaf = prod.as_str().unwrap();
+    assert!(!leaf.is_empty() && card.contains(leaf), "{leaf} / {card}");
+    assert!(
+        card.replace('/', "_").contains(&first.op_name),
+        "{card} vs {first}"
+    );
+    // The plot: points drawn (any coloured pixel of the verdict palette).
+    let drawn = b.eval(
+        "(() => { const c = document.getElementById('plot'); const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data; let n = 0; for (let i = 0; i < d.length; i += 4) if (d[i + 3] > 0 && !(d[i] === d[i + 1] && d[i + 1] === d[i + 2]) && !(d[i] === 0xee && d[i + 1] === 0xf2)) n++; return n; })()",
+    );
+    assert!(drawn.as_u64().unwrap() > 20, "plot points: {drawn}");
+    b.screenshot(&screenshot_dir().join("kernel-1-open.png"));
+
+    b.click_selector("#firstDiv a.jump");
+    let detail = b.eval("document.getElementById('detail').innerText");
+    let detail = detail.as_str().unwrap();
+    for part in [
+        "first divergence",
+        "outputs",
+        "target",
+        "golden",
+        "dtype",
+        "Cosine",
+    ] {
+        assert!(detail.contains(part), "detail lacks {part}: {detail}");
+    }
+    b.screenshot(&screenshot_dir().join("kernel-2-first-divergence.png"));
+
+    let requests = b.requests();
+    assert!(
+        requests.iter().all(|u| *u == url || u.starts_with("data:")),
+        "the page made network requests: {requests:?}"
+    );
+    assert!(
+        b.exceptions().is_empty(),
+        "the page threw: {:?}",
+        b.exceptions()
+    );
+}
+
+/// The index of a whole-run compare (four ranks, two steps; rank 1's matmul differs in step 1):
+/// the origin line and every pair render, the origin's pair links to a page that opens and
+/// renders its first divergence, and nothing is requested from the network.
+#[test]
+fn run_index_renders_and_links_each_pair() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_, written, index) = common::runs::run_compare(dir.path());
+    let url = format!("file://{}", index.display());
+    let mut b = Browser::launch();
+    b.open(&url);
+    let origin = b.eval("document.getElementById('origin').textContent");
+    assert_eq!(origin, "Origin: rank 1, API Torch.matmul.0.forward");
+    let lines =
+        b.eval("document.querySelectorAll('#pairs tr.err, #pairs tr.warn, #pairs tr.ok').length");
+    assert_eq!(lines.as_u64().unwrap(), written.len() as u64);
+    b.screenshot(&screenshot_dir().join("run-1-index.png"));
+    let requests = b.requests();
+    assert!(
+        requests.iter().all(|u| *u == url || u.starts_with("data:")),
+        "the index made network requests: {requests:?}"
+    );
+
+    // The origin's link opens its pair's page, whose first divergence is the matmul.
+    let href = b.eval("document.querySelector('#pairs tr.org a').href");
+    let href = href.as_str().unwrap().to_string();
+    assert!(href.ends_with("step1/report_rank1.html"), "{href}");
+    b.open(&href);
+    let card = b.eval(
+        "new Promise(r => { const f = () => document.body.dataset.ready ? r(document.getElementById('firstDiv').textContent) : setTimeout(f, 20); f(); })",
+    );
+    assert!(
+        card.as_str().unwrap().contains("Torch.matmul.0.forward"),
+        "{card}"
+    );
+    let up = b.eval("document.getElementById('up').getAttribute('href')");
+    assert_eq!(up, "../report.html");
+    b.screenshot(&screenshot_dir().join("run-2-pair.png"));
+    let requests = b.requests();
+    assert!(
+        requests
+            .iter()
+            .all(|u| u.starts_with("file://") || u.starts_with("data:")),
+        "network requests: {requests:?}"
+    );
+    assert!(
+        b.exceptions().is_empty(),
+        "the pages threw: {:?}",
+        b.exceptions()
+    );
+}

@@ -73,6 +73,8 @@ fn construct_cycles_neither_hang_nor_lose_apis() {
     let html = out.path().join("report.html");
     report::html::write(&model, &input, &html).unwrap();
     let db = out.path().join("compare_20260101000000.vis.db");
-    report::visdb::write(&input, &db, 0, 0).unwrap();
+    let t = report::visdb::dump_data(&outcome.target_dump_json).unwrap();
+    let g = report::visdb::dump_data(&outcome.golden_dump_json).unwrap();
+    report::visdb::write(&input, &db, 0, 0, (&t, &g)).unwrap();
     assert!(db.exists());
 }

@@ -189,12 +189,20 @@ fn run_kernel(args: Args) -> CmdResult {
         args.timestamp.as_deref(),
         args.tolerance,
     )?;
+    let visual = report::kernel::write_beside(
+        &outcome,
+        &args.target,
+        &args.golden,
+        &args.out,
+        args.tolerance,
+    )?;
     println!("{}", outcome.summary_text.trim_end());
     println!();
     for (_, path) in &outcome.tables {
         println!("result table: {}", path.display());
     }
     println!("summary:      {}", outcome.summary_path.display());
+    println!("report:       {}", visual.html.display());
     Ok(if outcome.error_rows > 0 && !args.exit_zero {
         ExitCode::from(1)
     } else {

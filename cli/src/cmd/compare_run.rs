@@ -1,6 +1,7 @@
 //! `numprobe compare TARGET_ROOT GOLDEN_ROOT --out DIR` over a whole distributed run: every
 //! (step, rank) pair both roots hold, `--workers` at a time, with a progress bar over the bytes
-//! read; the tables, summary.md and JSON are [`compare::run_tree`]'s.
+//! read; the tables, summary.md and JSON are [`compare::run_tree`]'s, the reports (one per pair
+//! beside its table, and `report.html` listing them) [`report::run`]'s.
 
 use super::compare::Args;
 use compare::CompareOptions;
@@ -60,8 +61,15 @@ pub fn try_run(args: &Args, pair: &CompareOptions) -> Result<Option<ExitCode>, s
         .expect("static template"),
     );
     let bar = ByteBar(bar);
-    let outcome = compare::run_tree::run_tree(&opts, &target, &golden, &bar)?;
+    // Each pair's report.html is written beside its table while the pair is in memory.
+    let reports = report::run::RunReports::default();
+    let outcome = compare::run_tree::run_tree_with(&opts, &target, &golden, &bar, Some(&reports))?;
     bar.0.finish_and_clear();
+    let index = report::run::write_index(&outcome, &args.target, &args.golden, &args.out)?;
+    let report_errors = reports.errors();
+    for e in &report_errors {
+        eprintln!("numprobe: report not written: {e}");
+    }
     println!("{}", compare::run_tree_json::origin_line(&outcome.steps));
     for p in &outcome.pairs {
         let step = p.step.map_or(String::new(), |s| format!("step{s}/"));
@@ -76,12 +84,16 @@ pub fn try_run(args: &Args, pair: &CompareOptions) -> Result<Option<ExitCode>, s
         }
     }
     println!("summary:      {}", outcome.summary_path.display());
-    // 2 when some pair could not be compared; 1 when a compared pair has error rows.
-    Ok(Some(if outcome.has_failures() {
-        ExitCode::from(2)
-    } else if outcome.has_errors() && !args.exit_zero {
-        ExitCode::from(1)
-    } else {
-        ExitCode::SUCCESS
-    }))
+    println!("report:       {}", index.display());
+    // 2 when some pair could not be compared (or its report not written); 1 when a compared
+    // pair has error rows.
+    Ok(Some(
+        if outcome.has_failures() || !report_errors.is_empty() {
+            ExitCode::from(2)
+        } else if outcome.has_errors() && !args.exit_zero {
+            ExitCode::from(1)
+        } else {
+            ExitCode::SUCCESS
+        },
+    ))
 }

@@ -2,6 +2,7 @@
 #![allow(dead_code)]
 
 pub mod cdp;
+pub mod runs;
 pub mod synth;
 
 use std::path::Path;
