@@ -1,21 +1,26 @@
 """Where numprobe's per-API capture time goes (statistics L1), beside msprobe 26.2.
 
-Two workloads: a loop of small ops (200 recorded APIs per step on 16-element tensors) and the
-tiny transformers Llama step of capture/python_tests/hf_models.py (forward, backward, AdamW).
-Each configuration runs in a fresh process (both debuggers are per-process singletons):
+Workloads: `ops`, a loop of small ops (200 recorded APIs per step on 16-element tensors), and
+the tiny transformers models of capture/python_tests/hf_models.py (`llama`, `bert`, `gpt2`,
+`vit`: forward, backward, AdamW). Each configuration runs in a fresh process (both debuggers
+are per-process singletons):
 
   bare       no debugger
   dispatch   numprobe L1 with a `list` that matches nothing: wrappers, counters and filters
              run, nothing is recorded (hook dispatch)
   no_stack   numprobe L1, extra_info false: + argument walk, statistics and journal
   full       numprobe L1, extra_info true: + call stacks
-  kept       full, with NUMPROBE_KEEP_JOURNAL=1: without the per-stop fsync of the JSON files
-             that a clean stop pays before it removes the journal
   msprobe    msprobe L1, extra_info true
 
-Per recorded API: (median step time - bare) / entries per step, entries counted in the dump.
+Each step is timed in two parts, in CPU time of the process (time.process_time: what a
+loaded machine inflates least) and in wall time: `body` = start() + the step's work, `fixed` =
+stop() + step(), the per-step cost that does not grow with the APIs (the JSON files written
+durably, the journal removed, the next step's session). Per recorded API = (median body -
+median bare body) / entries per step (entries counted in the dump). Configurations are
+interleaved round by round; the load average is printed with each round.
 
-usage: python benches/peers/capture_per_api.py [--steps 7]
+usage: python benches/peers/capture_per_api.py [--steps 12] [--rounds 3]
+           [--workloads ops,llama] [--threads 1] [--variants bare,dispatch,no_stack,full,msprobe]
 """
 import argparse
 import glob
@@ -29,34 +34,34 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 HF = os.path.join(HERE, "..", "..", "capture", "python_tests")
-VARIANTS = ("bare", "dispatch", "no_stack", "full", "kept", "msprobe")
+VARIANTS = ("bare", "dispatch", "no_stack", "full", "msprobe")
 
 
-def child(variant, workload, steps, dump):
+def child(variant, workload, steps, dump, threads):
     import torch
 
-    torch.set_num_threads(1)
-    if workload == "llama":
+    torch.set_num_threads(threads)
+    if workload == "ops":
+        xs = [torch.randn(16) for _ in range(4)]
+
+        def step():
+            x = xs[0]
+            for _ in range(50):
+                x = torch.add(x, xs[1])
+                x = torch.mul(x, 0.5)
+                x = x.sin()
+                x = torch.sub(x, xs[2])
+    else:
         sys.path.insert(0, HF)
         import hf_models
 
-        model, batch = hf_models.build("llama")
+        model, batch = hf_models.build(workload)
         opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
 
         def step():
             model(**batch).loss.backward()
             opt.step()
             opt.zero_grad()
-    else:
-        xs = [torch.randn(16) for _ in range(4)]
-
-        def step():
-            x = xs[0]
-            for i in range(50):
-                x = torch.add(x, xs[1])
-                x = torch.mul(x, 0.5)
-                x = x.sin()
-                x = torch.sub(x, xs[2])
     dbg = None
     if variant != "bare":
         cfg = {"task": "statistics", "dump_path": dump, "level": "L1", "rank": [], "step": [],
@@ -71,17 +76,20 @@ def child(variant, workload, steps, dump):
         else:
             from numprobe.pytorch import PrecisionDebugger
         dbg = PrecisionDebugger(config_path=path)
-    times = []
+    cpu, wall = time.process_time, time.perf_counter
+    rows = []
     for _ in range(steps):
-        t0 = time.perf_counter()
+        c0, w0 = cpu(), wall()
         if dbg is not None:
             dbg.start()
         step()
+        c1, w1 = cpu(), wall()
         if dbg is not None:
             dbg.stop()
             dbg.step()
-        times.append(time.perf_counter() - t0)
-    print(json.dumps({"median_s": statistics.median(times[1:])}))
+        rows.append((c1 - c0, w1 - w0, cpu() - c1, wall() - w1))
+    rows = rows[1:]  # the first step warms up
+    print(json.dumps([statistics.median(r[i] for r in rows) for i in range(4)]))
 
 
 def entries(dump):
@@ -94,32 +102,50 @@ def entries(dump):
 
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument("--steps", type=int, default=7)
-    p.add_argument("--child", nargs=3, metavar=("VARIANT", "WORKLOAD", "DUMP"))
+    p.add_argument("--steps", type=int, default=12)
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--workloads", default="ops,llama")
+    p.add_argument("--threads", default="1", help="torch thread counts, comma-separated")
+    p.add_argument("--variants", default=",".join(VARIANTS))
+    p.add_argument("--child", nargs=4, metavar=("VARIANT", "WORKLOAD", "DUMP", "THREADS"))
     a = p.parse_args()
     if a.child:
-        child(a.child[0], a.child[1], a.steps, a.child[2])
+        child(a.child[0], a.child[1], a.steps, a.child[2], int(a.child[3]))
         return
-    for workload in ("ops", "llama"):
-        res = {}
-        with tempfile.TemporaryDirectory() as tmp:
-            for v in VARIANTS:
-                dump = os.path.join(tmp, f"{workload}_{v}")
-                env = dict(os.environ, NUMPROBE_KEEP_JOURNAL="1" if v == "kept" else "0")
-                r = subprocess.run([sys.executable, __file__, "--steps", str(a.steps), "--child",
-                                    v, workload, dump], capture_output=True, text=True, env=env)
-                if r.returncode != 0:
-                    raise SystemExit(r.stderr[-3000:])
-                res[v] = (json.loads(r.stdout.strip().splitlines()[-1])["median_s"],
-                          entries(dump))
-        n = res["full"][1] or 1
-        bare = res["bare"][0]
-        print(f"{workload}: bare step {bare * 1e3:.2f} ms, {n} entries per step (msprobe "
-              f"{res['msprobe'][1]})")
-        for v in VARIANTS[1:]:
-            t = res[v][0]
-            print(f"  {v:9s} {t * 1e3:9.2f} ms  {t / bare:6.2f}x bare  "
-                  f"{(t - bare) / n * 1e6:8.1f} us per recorded API")
+    variants = a.variants.split(",")
+    for threads in (int(t) for t in a.threads.split(",")):
+        for workload in a.workloads.split(","):
+            res = {v: [] for v in variants}
+            n = {}
+            with tempfile.TemporaryDirectory() as tmp:
+                for r in range(a.rounds):
+                    print(f"# {workload}, {threads} thread(s), round {r + 1}: load average "
+                          f"{' '.join(f'{x:.1f}' for x in os.getloadavg())}", flush=True)
+                    for v in variants:
+                        dump = os.path.join(tmp, f"{workload}_{v}_{r}")
+                        cmd = [sys.executable, __file__, "--steps", str(a.steps), "--child", v,
+                               workload, dump, str(threads)]
+                        out = subprocess.run(cmd, capture_output=True, text=True)
+                        if out.returncode != 0:
+                            raise SystemExit(out.stderr[-3000:])
+                        res[v].append(json.loads(out.stdout.strip().splitlines()[-1]))
+                        n[v] = entries(dump)
+            med = {v: [statistics.median(x[i] for x in res[v]) for i in range(4)] for v in res}
+            k = n.get("full") or n.get("no_stack") or n.get("msprobe") or 1
+            bare = med.get("bare", [0.0] * 4)
+            print(f"{workload}, {threads} thread(s): {k} entries per step; bare step "
+                  f"{bare[0] * 1e3:.2f} ms CPU, {bare[1] * 1e3:.2f} ms wall")
+            print(f"  {'variant':9s} {'body CPU':>9s} {'body wall':>9s} {'fixed CPU':>9s} "
+                  f"{'fixed wall':>10s} {'x bare CPU':>10s} {'x bare wall':>11s} "
+                  f"{'us/API CPU':>10s} {'us/API wall':>11s}")
+            for v in variants:
+                if v == "bare":
+                    continue
+                bc, bw, fc, fw = med[v]
+                print(f"  {v:9s} {bc * 1e3:9.2f} {bw * 1e3:9.2f} {fc * 1e3:9.2f} {fw * 1e3:10.2f} "
+                      f"{(bc + fc) / bare[0] if bare[0] else 0:10.2f} "
+                      f"{(bw + fw) / bare[1] if bare[1] else 0:11.2f} "
+                      f"{(bc - bare[0]) / k * 1e6:10.1f} {(bw - bare[1]) / k * 1e6:11.1f}")
 
 
 if __name__ == "__main__":

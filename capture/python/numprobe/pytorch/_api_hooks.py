@@ -21,6 +21,13 @@ from ._reentry import busy as _busy
 from ._reentry import set_busy as _set_busy
 from .risk import is_recorded_at
 
+_NO_TORCH_FUNCTION = torch._C.DisableTorchFunction
+# The torch-function mode stack, to run a recorded API's original without our mode on it.
+_MODE_STACK_LEN = torch._C._len_torch_function_stack
+_MODE_AT = torch._C._get_function_stack_at
+_MODE_POP = torch._C._pop_torch_function_stack
+_MODE_PUSH = torch._C._push_on_torch_function_stack
+
 
 def _build_api_map():
     """callable -> (prefix, api name). Functional wins where torch and functional share one
@@ -313,14 +320,27 @@ class ApiHooks:
             _set_busy(False)
         return out
 
-    @staticmethod
-    def _run(func, args, kwargs, inner_busy):
+    def _run(self, func, args, kwargs, inner_busy):
         # Called from a namespace wrapper the mode is still active: the busy flag keeps the
         # API's own torch calls from being recorded as nested APIs.
         if not inner_busy:
             return func(*args, **kwargs)
         _set_busy(True)
         try:
+            mode = self.mode
+            if mode is not None and not self.async_storages:
+                # With the busy flag set the mode only passes calls through (and guards the
+                # statistics thread's storages, of which none is pending): run the original
+                # with the mode taken off the stack, as torch itself runs a mode's function,
+                # instead of a Python round trip through __torch_function__ per torch call.
+                # Nothing is recorded meanwhile, so no storage can become pending.
+                n = _MODE_STACK_LEN()
+                if n and _MODE_AT(n - 1) is mode:
+                    _MODE_POP()
+                    try:
+                        return func(*args, **kwargs)
+                    finally:
+                        _MODE_PUSH(mode)
             return func(*args, **kwargs)
         finally:
             _set_busy(False)
@@ -333,8 +353,13 @@ class ApiHooks:
 
     def _hook_backward(self, entry, prefix, name, out, args, kwargs, construct_only=False):
         t = _first_tensor(out)
-        if t is None or not t.requires_grad or t.grad_fn is None:
+        if t is None:
             return
+        # Read without the mode: each tensor attribute would otherwise go through it.
+        with _NO_TORCH_FUNCTION():
+            if not t.requires_grad or t.grad_fn is None:
+                return
+            grad_fn = t.grad_fn
         if prefix == "Functional" and name == "dropout":
             p = args[1] if len(args) > 1 else kwargs.get("p", 0.5)
             if p == 0:
@@ -366,4 +391,5 @@ class ApiHooks:
             finally:
                 _set_busy(False)
 
-        t.grad_fn.register_hook(hook)
+        with _NO_TORCH_FUNCTION():
+            grad_fn.register_hook(hook)

@@ -6,6 +6,8 @@ import sys
 
 import torch.overrides
 
+from .._native import stack_key as _stack_key
+
 # Frames of numprobe itself and of torch's dispatch to the mode are not the script's.
 _PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _OVERRIDES_FILE = os.path.abspath(torch.overrides.__file__)
@@ -20,16 +22,10 @@ class Stacks:
 
     def stack(self, skip_code=None):
         """The caller's frames (from two levels up) as stack.json lines, and the key they are
-        cached under: the ids of the frames' code objects and their line numbers (the cached
-        value keeps the code objects alive, so an id cannot be reused while it is a key)."""
-        f = sys._getframe(2)
-        ids = [id(skip_code)]
-        add = ids.append
-        while f is not None:
-            add(id(f.f_code))
-            add(f.f_lineno)
-            f = f.f_back
-        key = tuple(ids)
+        cached under: the ids of the frames' code objects and their line numbers, packed by
+        the native walk (the cached value keeps the code objects alive, so an id cannot be
+        reused while it is a key)."""
+        key = _stack_key(sys._getframe(2), id(skip_code))
         hit = self.stack_cache.get(key)
         if hit is not None:
             return key, hit[0]
