@@ -384,7 +384,7 @@ impl StridedTensor {
     ) -> Result<StridedTensor> {
         let err = |m: String| Error::tensor(name, 0, m);
         let item = dtype.size();
-        if storage.len() % item != 0 || view.size.len() != view.stride.len() {
+        if !storage.len().is_multiple_of(item) || view.size.len() != view.stride.len() {
             return Err(err("storage or view does not match the dtype".into()));
         }
         let meta = TensorMeta {
