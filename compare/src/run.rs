@@ -592,6 +592,14 @@ impl TensorSource for DumpDirSource {
         let path = dumpfmt::layout::resolve_data_name(dir, data_name).map_err(|e| e.to_string())?;
         dumpfmt::tensor::read_tensor(&path).map_err(|e| e.to_string())
     }
+
+    /// As [`TensorSource::load`], with a strided `.pt` view left to be read through its
+    /// strides (memory bounded by a chunk, whatever the view's size).
+    fn open(&self, npu: bool, data_name: &str) -> std::result::Result<dumpfmt::pt::Stored, String> {
+        let dir = if npu { &self.npu_dir } else { &self.bench_dir };
+        let path = dumpfmt::layout::resolve_data_name(dir, data_name).map_err(|e| e.to_string())?;
+        dumpfmt::tensor::open_tensor(&path).map_err(|e| e.to_string())
+    }
 }
 
 /// Append-only journal of finished tensor rows (`compare_progress.tsv` in the output dir):

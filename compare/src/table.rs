@@ -9,7 +9,7 @@ use crate::matching::Pair;
 use crate::model::{Dump, Leaf, Mode};
 use crate::stats_diff::{PandasCompat, column_is_int, stat_diff};
 use crate::tensor::gpu::{Backend, Engine};
-use crate::tensor::{METRIC_COLUMNS, NoMetrics, Operand, TensorResult, compare_operands_on};
+use crate::tensor::{METRIC_COLUMNS, NoMetrics, Side, TensorResult, compare_sides_on};
 
 const BASIC: [&str; 8] = [
     "NPU Name",
@@ -72,6 +72,13 @@ pub trait TensorSource: Sync {
     /// with dumpfmt (a memory map, whose pages are released once compared) or built in memory
     /// with [`dumpfmt::tensor::Tensor::from_vec`]. The error text lands in the row's message.
     fn load(&self, npu: bool, data_name: &str) -> Result<dumpfmt::tensor::Tensor, String>;
+
+    /// [`TensorSource::load`] without gathering a strided view: what the metrics read
+    /// ([`dumpfmt::tensor::open_tensor`]: a sliced, transposed or broadcast `.pt` view is read
+    /// through its strides a chunk at a time, never materialised). By default, `load`'s tensor.
+    fn open(&self, npu: bool, data_name: &str) -> Result<dumpfmt::pt::Stored, String> {
+        self.load(npu, data_name).map(dumpfmt::pt::Stored::Dense)
+    }
 }
 
 /// Progress of the tensor-mode rows (drive a progress bar with it); `()` ignores it.
@@ -131,20 +138,14 @@ pub fn tensor_row(
     if bench.data_name == "-1" {
         return TensorResult::no_metrics(NoMetrics::BenchNoData, "");
     }
-    let n = match source.load(true, &npu.data_name) {
+    let n = match source.open(true, &npu.data_name) {
         Ok(t) => t,
         Err(e) => return TensorResult::read_failed(&npu.data_name, &format!("target: {e}")),
     };
-    let b = match source.load(false, &bench.data_name) {
+    let b = match source.open(false, &bench.data_name) {
         Ok(t) => t,
         Err(e) => return TensorResult::read_failed(&bench.data_name, &format!("golden: {e}")),
     };
-    fn operand(t: &dumpfmt::tensor::Tensor) -> Operand<'_> {
-        Operand {
-            view: t.view(),
-            mapped: t.is_mapped(),
-        }
-    }
     // Checked here, not in the loader, so that the message names the file and is not
     // msprobe's "not found or read failed" (the file was read).
     for (side, leaf, t) in [("target", npu, &n), ("golden", bench, &b)] {
@@ -152,7 +153,7 @@ pub fn tensor_row(
             return TensorResult::uncompared_dtype(side, &leaf.data_name, t.dtype());
         }
     }
-    compare_operands_on(&operand(&n), &operand(&b), engine)
+    compare_sides_on(&Side::stored(&n), &Side::stored(&b), engine)
 }
 
 /// How the table is filled beyond the pairing.

@@ -13,10 +13,12 @@ pub use euc::default_blas_threads;
 
 pub use gpu::Engine;
 
+use dumpfmt::pt::{Stored, StridedTensor};
 use half::f16;
 use half::slice::HalfFloatSliceExt;
 use numprobe_tensor::{DType, TensorView, bf16, float8};
 use rayon::prelude::*;
+use std::ops::Range;
 
 use crate::cell::Cell;
 use crate::pyfmt::{fmt12, round_places};
@@ -78,10 +80,6 @@ impl<'a> Operand<'a> {
         self.view.bytes()
     }
 
-    fn numel(&self) -> usize {
-        self.view.numel()
-    }
-
     /// Element `i` as f64 (exact for every float type; ints as numpy's `astype(float)`).
     /// Reads bytes, so a hand-made file's unaligned payload reads too.
     #[inline]
@@ -119,6 +117,136 @@ impl<'a> Operand<'a> {
             DType::I32 => i32::from_le_bytes(b.try_into().unwrap()) as i64,
             DType::I64 => i64::from_le_bytes(b.try_into().unwrap()),
             _ => self.get(i) as i64,
+        }
+    }
+}
+
+/// One side of a pair as the metrics read it: C-order bytes (a file mapping, or memory), or a
+/// strided `.pt` view (sliced, transposed, broadcast with stride 0) read through its strides.
+/// A strided side is never gathered whole: each chunk of the pass reads the same logical
+/// element range of both sides (a view's range gathered into a per-thread buffer of one
+/// chunk), so memory stays bounded by the chunk size whatever the view's element count, and
+/// the cells are those of the gathered view, bit for bit.
+#[derive(Clone, Copy)]
+pub struct Side<'a>(Repr<'a>);
+
+#[derive(Clone, Copy)]
+enum Repr<'a> {
+    Dense(Operand<'a>),
+    Strided(&'a StridedTensor),
+}
+
+impl<'a> Side<'a> {
+    /// A C-order tensor in memory.
+    pub fn view(view: TensorView<'a>) -> Side<'a> {
+        Side(Repr::Dense(Operand::in_memory(view)))
+    }
+
+    /// A strided view, read a range at a time.
+    pub fn strided(t: &'a StridedTensor) -> Side<'a> {
+        Side(Repr::Strided(t))
+    }
+
+    /// A tensor as [`dumpfmt::pt::open`] or [`dumpfmt::tensor::open_tensor`] gives it; the pages
+    /// of a mapped C-order file are handed back once compared.
+    pub fn stored(s: &'a Stored) -> Side<'a> {
+        match s {
+            Stored::Dense(t) => Side(Repr::Dense(Operand {
+                view: t.view(),
+                mapped: t.is_mapped(),
+            })),
+            Stored::Strided(t) => Side::strided(t),
+        }
+    }
+
+    #[cfg(feature = "gpu")]
+    fn dense(op: Operand<'a>) -> Side<'a> {
+        Side(Repr::Dense(op))
+    }
+
+    pub fn dtype(&self) -> DType {
+        match &self.0 {
+            Repr::Dense(o) => o.dtype(),
+            Repr::Strided(t) => t.dtype(),
+        }
+    }
+
+    pub fn shape(&self) -> &[usize] {
+        match &self.0 {
+            Repr::Dense(o) => o.view.shape(),
+            Repr::Strided(t) => t.shape(),
+        }
+    }
+
+    pub fn numel(&self) -> usize {
+        self.shape().iter().product()
+    }
+
+    /// Both sides as C-order operands (no strided side).
+    fn operands<'s>(
+        n: &'s Side<'a>,
+        b: &'s Side<'a>,
+    ) -> Option<(&'s Operand<'a>, &'s Operand<'a>)> {
+        match (&n.0, &b.0) {
+            (Repr::Dense(x), Repr::Dense(y)) => Some((x, y)),
+            _ => None,
+        }
+    }
+}
+
+thread_local! {
+    /// Per-thread buffers of the gathered ranges of strided sides (one chunk each).
+    static GATHERED: std::cell::Cell<(Vec<u8>, Vec<u8>)> =
+        const { std::cell::Cell::new((Vec::new(), Vec::new())) };
+}
+
+/// Calls `f` with elements `range` of both sides as operands, and the range to read in them:
+/// the operands and `range` themselves when both sides are C-order (the path every plain dump
+/// takes, unchanged), else each side's elements `range` as a 1-d operand read over
+/// `0..range.len()` (a strided side gathered into this thread's buffer, a C-order side
+/// borrowed). The metrics depend only on the values and on each element's place relative to
+/// the range's start, so both ways give the same bits.
+#[inline(always)]
+fn with_pair<R>(
+    n: &Side,
+    b: &Side,
+    range: Range<usize>,
+    f: impl FnOnce(&Operand, &Operand, Range<usize>) -> R,
+) -> R {
+    if let Some((x, y)) = Side::operands(n, b) {
+        return f(x, y, range);
+    }
+    let (mut xbuf, mut ybuf) = GATHERED.take();
+    let shape = [range.len()];
+    let r = {
+        let x = range_operand(n, range.clone(), &mut xbuf, &shape);
+        let y = range_operand(b, range.clone(), &mut ybuf, &shape);
+        f(&x, &y, 0..range.len())
+    };
+    GATHERED.set((xbuf, ybuf));
+    r
+}
+
+/// Elements `range` of `side` as a 1-d operand of `shape` (`[range.len()]`).
+fn range_operand<'s>(
+    side: &Side<'s>,
+    range: Range<usize>,
+    buf: &'s mut Vec<u8>,
+    shape: &'s [usize],
+) -> Operand<'s> {
+    match &side.0 {
+        Repr::Dense(o) => {
+            let sz = o.dtype().size();
+            let bytes = &o.bytes()[range.start * sz..range.end * sz];
+            Operand {
+                view: TensorView::new(o.dtype(), shape, bytes).expect("whole elements"),
+                mapped: o.mapped,
+            }
+        }
+        Repr::Strided(t) => {
+            t.read_range(range, buf);
+            let bytes: &'s [u8] = buf;
+            Operand::in_memory(TensorView::new(t.dtype(), shape, bytes).expect("whole elements"))
         }
     }
 }
@@ -754,6 +882,66 @@ fn chunk_partial_f32<const F16C: bool>(
     }
 }
 
+/// The merged partials of every chunk, and EucDist, from one read of both sides when the
+/// OpenBLAS parts keep the pool busy.
+///
+/// The partials are those of [`CHUNK`]-element chunks merged in order; EucDist is OpenBLAS's
+/// `ddot` over its thread parts (see `euc`). Each part runs on one worker: it feeds its
+/// elements to the part's sum and computes the partials of the chunks that start in it, chunk
+/// by chunk from the same decoded range (the sum before the partial, whose pass hands a mapped
+/// chunk's pages back); the few elements of a part before its first chunk (the end of the
+/// previous part's last chunk) are read again. Partials and sums are those of the two separate
+/// passes, bit for bit. With fewer parts than busy threads (a small tensor, few BLAS threads)
+/// the two passes run separately, each on every thread.
+fn partials_and_euc(
+    n: &Side,
+    b: &Side,
+    numel: usize,
+    in_f32: bool,
+    blas_threads: usize,
+) -> (Partial, f64) {
+    let chunks = numel.div_ceil(CHUNK);
+    let parts = euc::blas_parts(numel, blas_threads);
+    if parts.len() < rayon::current_num_threads().min(chunks) {
+        let p = (0..chunks)
+            .into_par_iter()
+            .map(|c| {
+                let range = c * CHUNK..((c + 1) * CHUNK).min(numel);
+                with_pair(n, b, range, |x, y, r| chunk_partial(x, y, r, in_f32))
+            })
+            .collect::<Vec<_>>()
+            .into_iter()
+            .fold(Partial::zero(), Partial::merge);
+        return (p, euc::euc_dist(n, b, blas_threads));
+    }
+    let per_part: Vec<(Vec<Partial>, f64)> = parts
+        .into_par_iter()
+        .map(|part| {
+            let mut sum = euc::PartSum::new(part.len());
+            // The chunks that start in this part.
+            let (first, end) = (part.start.div_ceil(CHUNK), part.end.div_ceil(CHUNK));
+            euc::feed_blocks(n, b, part.start..(first * CHUNK).min(part.end), &mut sum);
+            let mut partials = Vec::with_capacity(end.saturating_sub(first));
+            for c in first..end {
+                let range = c * CHUNK..((c + 1) * CHUNK).min(numel);
+                let inside = range.end.min(part.end) - range.start;
+                with_pair(n, b, range, |x, y, r| {
+                    sum.feed(x, y, r.start..r.start + inside);
+                    partials.push(chunk_partial(x, y, r, in_f32));
+                });
+            }
+            (partials, sum.finish())
+        })
+        .collect();
+    let p = per_part
+        .iter()
+        .flat_map(|(ps, _)| ps.iter().copied())
+        .fold(Partial::zero(), Partial::merge);
+    // OpenBLAS adds the parts' sums in order, starting from 0.
+    let ss = per_part.iter().fold(0.0, |acc, (_, s)| acc + s);
+    (p, ss.sqrt())
+}
+
 /// Runs msprobe's validation chain and metrics on one tensor pair (NPU `n`, bench `b`) on the
 /// CPU. Either tensor of a dtype that is not [`is_compared`] gives an `unsupported` row.
 pub fn compare_tensors(n: &TensorView, b: &TensorView) -> TensorResult {
@@ -763,25 +951,33 @@ pub fn compare_tensors(n: &TensorView, b: &TensorView) -> TensorResult {
 /// [`compare_tensors`] with `EucDist` summed as OpenBLAS does with `blas_threads` threads
 /// (numpy's on a machine with that many CPUs; it matters above 10 000 elements).
 pub fn compare_tensors_blas(n: &TensorView, b: &TensorView, blas_threads: usize) -> TensorResult {
-    compare_tensors_with(
-        &Operand::in_memory(*n),
-        &Operand::in_memory(*b),
-        blas_threads,
-        |_| None,
-    )
+    compare_sides_blas(&Side::view(*n), &Side::view(*b), blas_threads)
+}
+
+/// [`compare_tensors`] for sides that may be strided views (see [`Side`]): the same cells as
+/// for the views gathered into C order, read a chunk at a time.
+pub fn compare_sides(n: &Side, b: &Side) -> TensorResult {
+    compare_sides_blas(n, b, default_blas_threads())
+}
+
+/// [`compare_tensors_blas`] for sides that may be strided views.
+pub fn compare_sides_blas(n: &Side, b: &Side, blas_threads: usize) -> TensorResult {
+    compare_tensors_with(n, b, blas_threads, |_| None)
+}
+
+/// [`compare_tensors_on`] for sides that may be strided views. A pair with a strided side runs
+/// on the CPU (the GPU kernel reads C-order bytes).
+pub fn compare_sides_on(n: &Side, b: &Side, engine: &Engine) -> TensorResult {
+    compare_tensors_with(n, b, default_blas_threads(), |in_f32: bool| {
+        let (x, y) = Side::operands(n, b)?;
+        in_f32.then(|| engine.gpu_partial(x, y)).flatten()
+    })
 }
 
 /// As [`compare_tensors`] on the backend of `engine`: the GPU (when built with feature `gpu`
 /// and the pair suits it) gathers the partial results; the cells are decided the same way.
 pub fn compare_tensors_on(n: &TensorView, b: &TensorView, engine: &Engine) -> TensorResult {
-    compare_operands_on(&Operand::in_memory(*n), &Operand::in_memory(*b), engine)
-}
-
-/// [`compare_tensors_on`] for tensors that may be file mappings.
-pub(crate) fn compare_operands_on(n: &Operand, b: &Operand, engine: &Engine) -> TensorResult {
-    compare_tensors_with(n, b, default_blas_threads(), |in_f32: bool| {
-        in_f32.then(|| engine.gpu_partial(n, b)).flatten()
-    })
+    compare_sides_on(&Side::view(*n), &Side::view(*b), engine)
 }
 
 /// As [`compare_tensors`] on the given Gpu with `chunk_elems` per chunk (tests: many chunks on
@@ -794,7 +990,8 @@ pub fn compare_tensors_gpu(
     chunk_elems: usize,
 ) -> TensorResult {
     let (n, b) = (Operand::in_memory(*n), Operand::in_memory(*b));
-    compare_tensors_with(&n, &b, default_blas_threads(), |in_f32: bool| {
+    let (ns, bs) = (Side::dense(n), Side::dense(b));
+    compare_tensors_with(&ns, &bs, default_blas_threads(), |in_f32: bool| {
         in_f32
             .then(|| gpu::gpu_partial_with(&n, &b, gpu, chunk_elems))
             .flatten()
@@ -806,8 +1003,8 @@ pub fn compare_tensors_gpu(
 /// of length 1."), not a 0-d scalar. msprobe's graph-mode comparator of kernel dumps works so.
 pub fn compare_arrays(n: &TensorView, b: &TensorView) -> TensorResult {
     compare_tensors_shaped(
-        &Operand::in_memory(*n),
-        &Operand::in_memory(*b),
+        &Side::view(*n),
+        &Side::view(*b),
         default_blas_threads(),
         |_| None,
         false,
@@ -815,8 +1012,8 @@ pub fn compare_arrays(n: &TensorView, b: &TensorView) -> TensorResult {
 }
 
 fn compare_tensors_with(
-    n: &Operand,
-    b: &Operand,
+    n: &Side,
+    b: &Side,
     blas_threads: usize,
     gpu: impl FnOnce(bool) -> Option<Partial>,
 ) -> TensorResult {
@@ -824,8 +1021,8 @@ fn compare_tensors_with(
 }
 
 fn compare_tensors_shaped(
-    n: &Operand,
-    b: &Operand,
+    n: &Side,
+    b: &Side,
     blas_threads: usize,
     gpu: impl FnOnce(bool) -> Option<Partial>,
     squeeze_shapes: bool,
@@ -842,11 +1039,11 @@ fn compare_tensors_shaped(
             true,
         );
     }
-    let shape = |o: &Operand| {
+    let shape = |o: &Side| {
         if squeeze_shapes {
-            squeeze(o.view.shape())
+            squeeze(o.shape())
         } else {
-            o.view.shape().to_vec()
+            o.shape().to_vec()
         }
     };
     let (n_shape, b_shape) = (shape(n), shape(b));
@@ -862,21 +1059,18 @@ fn compare_tensors_shaped(
         );
     }
     if n_shape.is_empty() {
-        return scalar_metrics(n, b);
+        return with_pair(n, b, 0..1, |x, y, _| scalar_metrics(x, y));
     }
 
     // result_type(n, b, float32) after ints/bools became fp64: float32 when both are fp16 or
     // fp32 in numpy.
     let f16_or_f32 = |d: DType| matches!(numpy_dtype(d), DType::F16 | DType::F32);
     let in_f32 = f16_or_f32(nd) && f16_or_f32(bd);
-    let p = gpu(in_f32).unwrap_or_else(|| {
-        (0..numel.div_ceil(CHUNK))
-            .into_par_iter()
-            .map(|c| chunk_partial(n, b, c * CHUNK..((c + 1) * CHUNK).min(numel), in_f32))
-            .collect::<Vec<_>>()
-            .into_iter()
-            .fold(Partial::zero(), Partial::merge)
-    });
+    let (p, euc) = match gpu(in_f32) {
+        // The GPU gives the partials; EucDist is summed on the CPU in OpenBLAS's order.
+        Some(p) => (p, euc::euc_dist(n, b, blas_threads)),
+        None => partials_and_euc(n, b, numel, in_f32, blas_threads),
+    };
 
     if p.any_invalid && p.mask_mismatch {
         return TensorResult::filled(
@@ -921,8 +1115,8 @@ fn compare_tensors_shaped(
             }
         };
     }
-    // Not `p.ss`: msprobe's value is rounded in OpenBLAS's order, which chunks cannot follow.
-    values[1] = Cell::Float(euc::euc_dist(n, b, blas_threads));
+    // Not `p.ss`: msprobe's value is rounded in OpenBLAS's order (see `partials_and_euc`).
+    values[1] = Cell::Float(euc);
     values[2] = if p.max_abs.is_nan() {
         alg_msgs.push_str(
             "Cannot compare by MaxAbsError, the data contains nan/inf/-inf in dump data.",
@@ -1227,6 +1421,42 @@ mod tests {
                         other.dtype()
                     );
                 }
+            }
+        }
+    }
+
+    /// The one-read pass gives the partials and EucDist of the two separate passes, bit for
+    /// bit, at every OpenBLAS thread count (parts and chunks whose edges do not meet).
+    #[test]
+    fn one_read_pass_equals_the_two_passes() {
+        let len = 3 * CHUNK + 1001;
+        let x: Vec<f32> = (0..len).map(|i| ((i as f32) * 0.37).sin() * 3.0).collect();
+        let mut y: Vec<f32> = x
+            .iter()
+            .enumerate()
+            .map(|(i, v)| v * (1.0 + ((i % 7) as f32) * 4e-4))
+            .collect();
+        let mut x = x;
+        x[CHUNK + 5] = f32::NAN;
+        y[CHUNK + 5] = f32::NAN;
+        y[7] = 0.0;
+        let shape = [len];
+        let (xb, yb) = (bytes_f32(&x), bytes_f32(&y));
+        let x64: Vec<u8> = x.iter().flat_map(|v| (*v as f64).to_le_bytes()).collect();
+        for (nd, nbytes, in_f32) in [(DType::F32, &xb, true), (DType::F64, &x64, false)] {
+            let n = Side::view(view(nd, &shape, nbytes));
+            let b = Side::view(view(DType::F32, &shape, &yb));
+            for threads in [1, 2, 3, 5, 64] {
+                let (p, e) = partials_and_euc(&n, &b, len, in_f32, threads);
+                let want_p = (0..len.div_ceil(CHUNK))
+                    .map(|c| {
+                        let r = c * CHUNK..((c + 1) * CHUNK).min(len);
+                        with_pair(&n, &b, r, |x, y, r| chunk_partial(x, y, r, in_f32))
+                    })
+                    .fold(Partial::zero(), Partial::merge);
+                let want_e = euc::euc_dist(&n, &b, threads);
+                assert_eq!(partial_bits(&p), partial_bits(&want_p), "{nd:?} {threads}");
+                assert_eq!(e.to_bits(), want_e.to_bits(), "{nd:?} {threads}");
             }
         }
     }

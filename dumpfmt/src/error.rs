@@ -36,6 +36,23 @@ pub enum Error {
         offset: u64,
         msg: String,
     },
+    /// A strided view whose C-order copy would outgrow its storage by more than the bound the
+    /// caller gathers views up to ([`crate::pt::MAX_VIEW_GROWTH`] by default): refused before
+    /// anything is allocated. Readers that go through the strides a chunk at a time
+    /// ([`crate::pt::open`]) never meet it.
+    #[error(
+        "{file}: strided view (size {size:?}, stride {stride:?}) would take {nbytes} bytes in C \
+         order from a storage of {storage_nbytes} bytes, more than the storage plus {max_growth} \
+         bytes numprobe materialises; refused"
+    )]
+    ViewTooLarge {
+        file: PathBuf,
+        size: Vec<u64>,
+        stride: Vec<u64>,
+        nbytes: u64,
+        storage_nbytes: u64,
+        max_growth: u64,
+    },
     /// A dtype string that neither framework writes.
     #[error("{file}: {path}: unknown dtype {dtype:?}")]
     UnknownDtype {

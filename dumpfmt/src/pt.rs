@@ -302,6 +302,123 @@ impl StridedTensor {
         Ok(())
     }
 
+    /// Elements `range` of the view in C order, into `out` (cleared first): the random-access
+    /// form of [`StridedTensor::for_each_chunk`], so paired chunks of two views (or of a view and
+    /// a C-contiguous tensor) can be read in lockstep and in parallel, each in memory bounded by
+    /// the range. Panics when the range reaches past the view's elements.
+    pub fn read_range(&self, range: std::ops::Range<usize>, out: &mut Vec<u8>) {
+        out.clear();
+        let l = &self.layout;
+        assert!(
+            range.start <= range.end && range.end as u64 <= l.numel(),
+            "range {range:?} outside a view of {} elements",
+            l.numel()
+        );
+        if range.is_empty() {
+            return;
+        }
+        let (storage, item) = (self.storage(), l.item);
+        out.reserve(range.len() * item);
+        let Some((&inner_n, outer)) = l.size.split_last() else {
+            let at = l.offset as usize * item;
+            out.extend_from_slice(&storage[at..at + item]);
+            return;
+        };
+        let inner_n = inner_n as usize;
+        let inner_stride = l.stride[outer.len()] as usize;
+        // The multi-index of the first element: its row over the outer dimensions, and where
+        // in the row it lies.
+        let (mut row, mut j) = (range.start / inner_n, range.start % inner_n);
+        let mut idx = vec![0u64; outer.len()];
+        let mut base = l.offset as usize;
+        for d in (0..outer.len()).rev() {
+            idx[d] = row as u64 % l.size[d];
+            row /= l.size[d] as usize;
+            base += (idx[d] * l.stride[d]) as usize;
+        }
+        let mut left = range.len();
+        loop {
+            let take = (inner_n - j).min(left);
+            let first = (base + j * inner_stride) * item;
+            match inner_stride {
+                1 => out.extend_from_slice(&storage[first..first + take * item]),
+                // Broadcast: one element, repeated.
+                0 => {
+                    let e = &storage[first..first + item];
+                    for _ in 0..take {
+                        out.extend_from_slice(e);
+                    }
+                }
+                s => {
+                    for k in 0..take {
+                        let at = first + k * s * item;
+                        out.extend_from_slice(&storage[at..at + item]);
+                    }
+                }
+            }
+            left -= take;
+            if left == 0 {
+                return;
+            }
+            j = 0;
+            for d in (0..outer.len()).rev() {
+                idx[d] += 1;
+                base += l.stride[d] as usize;
+                if idx[d] < l.size[d] {
+                    break;
+                }
+                base -= (l.size[d] * l.stride[d]) as usize;
+                idx[d] = 0;
+            }
+        }
+    }
+
+    /// A strided view of `storage` (a 1-d tensor's bytes) held in memory, with the checks a
+    /// file's view gets (inside the storage, size within bounds); `name` stands for the file
+    /// in messages.
+    pub fn from_storage(
+        name: &str,
+        dtype: DType,
+        storage: &[u8],
+        view: &ViewOf,
+    ) -> Result<StridedTensor> {
+        let err = |m: String| Error::tensor(name, 0, m);
+        let item = dtype.size();
+        if !storage.len().is_multiple_of(item) || view.size.len() != view.stride.len() {
+            return Err(err("storage or view does not match the dtype".into()));
+        }
+        let meta = TensorMeta {
+            dtype,
+            storage_key: "0".into(),
+            location: "cpu".into(),
+            storage_nbytes: storage.len() as u64,
+            storage_offset: view.offset,
+            size: view.size.clone(),
+            stride: view.stride.clone(),
+            requires_grad: false,
+        };
+        let shape = check_view(&meta).map_err(err)?;
+        let mut blocks = vec![crate::tensor::Block([0; 64]); storage.len().div_ceil(64)];
+        bytemuck::cast_slice_mut::<_, u8>(&mut blocks)[..storage.len()].copy_from_slice(storage);
+        Ok(StridedTensor {
+            path: name.into(),
+            dtype,
+            shape,
+            file: FileBytes::Heap {
+                blocks,
+                len: storage.len(),
+            },
+            storage_start: 0,
+            layout: Layout {
+                item,
+                storage_nbytes: storage.len() as u64,
+                offset: view.offset,
+                size: view.size.clone(),
+                stride: view.stride.clone(),
+            },
+        })
+    }
+
     /// The view gathered into C order, refused (naming the file and the bound) when that
     /// takes more than the storage's size plus `max_growth` bytes.
     pub fn materialize(&self, max_growth: u64) -> Result<Tensor> {
@@ -311,16 +428,14 @@ impl StridedTensor {
         // gathered copy is not.
         let limit = l.storage_nbytes.saturating_add(max_growth);
         if nbytes as u64 > limit {
-            return Err(Error::tensor(
-                &self.path,
-                self.storage_start as u64,
-                format!(
-                    "strided view (size {:?}, stride {:?}) would take {nbytes} bytes in C order \
-                     from a storage of {} bytes, more than the storage plus {max_growth} bytes \
-                     numprobe materialises; refused",
-                    l.size, l.stride, l.storage_nbytes
-                ),
-            ));
+            return Err(Error::ViewTooLarge {
+                file: self.path.clone(),
+                size: l.size.clone(),
+                stride: l.stride.clone(),
+                nbytes: nbytes as u64,
+                storage_nbytes: l.storage_nbytes,
+                max_growth,
+            });
         }
         let out = gather(self.storage(), l.item, l.offset, &l.size, &l.stride, nbytes).ok_or_else(
             || {
@@ -599,17 +714,50 @@ pub fn write_to(
     location: &str,
     serialization_id: &str,
 ) -> std::io::Result<()> {
+    let size: Vec<u64> = t.shape().iter().map(|&d| d as u64).collect();
+    let view = ViewOf {
+        offset: 0,
+        size,
+        stride: contiguous_strides(t.shape()),
+    };
+    write_view_to(w, archive, t, &view, location, serialization_id)
+}
+
+/// Where a view lies in its storage, for [`write_view`]: offset, size and stride in elements.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ViewOf {
+    pub offset: u64,
+    pub size: Vec<u64>,
+    pub stride: Vec<u64>,
+}
+
+/// Writes what `torch.save(view, f)` writes for a view of the 1-d `storage` (torch saves the
+/// whole storage and the view's offset, size and stride): a view outside the storage is
+/// refused (`InvalidInput`).
+pub fn write_view_to(
+    w: &mut impl Write,
+    archive: &str,
+    storage: TensorView<'_>,
+    view: &ViewOf,
+    location: &str,
+    serialization_id: &str,
+) -> std::io::Result<()> {
     let invalid = |m: String| std::io::Error::new(std::io::ErrorKind::InvalidInput, m);
+    let t = storage;
     let meta = TensorMeta {
         dtype: t.dtype(),
         storage_key: "0".into(),
         location: location.into(),
         storage_nbytes: t.bytes().len() as u64,
-        storage_offset: 0,
-        size: t.shape().iter().map(|&d| d as u64).collect(),
-        stride: contiguous_strides(t.shape()),
+        storage_offset: view.offset,
+        size: view.size.clone(),
+        stride: view.stride.clone(),
         requires_grad: false,
     };
+    if view.size.len() != view.stride.len() {
+        return Err(invalid("size and stride differ in length".into()));
+    }
+    check_view(&meta).map_err(invalid)?;
     let pkl = write_tensor_pickle(&meta);
     let entries: [(&str, &[u8]); 7] = [
         ("data.pkl", &pkl),
@@ -713,6 +861,28 @@ pub fn write(path: &Path, t: TensorView<'_>, location: &str) -> Result<()> {
         &mut w,
         &archive_name(path),
         t,
+        location,
+        &new_serialization_id(),
+    )
+    .map_err(|e| Error::io(path, e))?;
+    w.flush().map_err(|e| Error::io(path, e))
+}
+
+/// Writes a view of the 1-d `storage` to `path` as `torch.save(view, path)` would (see
+/// [`write_view_to`]): how strided and broadcast (stride-0) views reach a dump.
+pub fn write_view(
+    path: &Path,
+    storage: TensorView<'_>,
+    view: &ViewOf,
+    location: &str,
+) -> Result<()> {
+    let f = File::create(path).map_err(|e| Error::io(path, e))?;
+    let mut w = BufWriter::with_capacity(1 << 20, f);
+    write_view_to(
+        &mut w,
+        &archive_name(path),
+        storage,
+        view,
         location,
         &new_serialization_id(),
     )

@@ -284,7 +284,7 @@ impl Tensor {
 /// 64-byte aligned block, so that a file read into memory is as aligned as a mapped one.
 #[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
 #[repr(C, align(64))]
-pub(crate) struct Block([u8; 64]);
+pub(crate) struct Block(pub(crate) [u8; 64]);
 
 /// The contents of a file: a read-only memory map or a 64-byte aligned heap copy.
 pub(crate) enum FileBytes {

@@ -81,6 +81,13 @@ impl Problem {
                 "",
                 format!("not a regular file (a {kind}); refusing to read it"),
             ),
+            Error::ViewTooLarge { file, .. } => {
+                // The message is the error's own text without its leading file name.
+                let text = e.to_string();
+                let prefix = format!("{}: ", file.display());
+                let msg = text.strip_prefix(&prefix).unwrap_or(&text).to_string();
+                Problem::new(file, "", msg)
+            }
             Error::Layout { dir, msg } => Problem::new(dir, "", msg),
             Error::DataName { dir, name, problem } => {
                 Problem::new(dir, "", format!("data_name {name:?}: {problem}"))

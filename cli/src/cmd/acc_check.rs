@@ -29,6 +29,11 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> CmdResult {
+    // ulp's standards read whole arrays (numpy's float32 means are re-blocked across the whole
+    // pair, the integer and ULP checks index both), so a strided `.pt` view is gathered into C
+    // order: a sliced or transposed one is never larger than its storage, and a broadcast
+    // (stride-0) one is gathered only up to its storage plus `dumpfmt::pt::MAX_VIEW_GROWTH`;
+    // past that `dumpfmt::Error::ViewTooLarge` (file, sizes, bound) before any allocation.
     let bench_t = dumpfmt::tensor::read_tensor(&args.bench)?;
     let device_t = dumpfmt::tensor::read_tensor(&args.device)?;
     let bench = Output::new(bench_t.view());

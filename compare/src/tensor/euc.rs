@@ -21,7 +21,7 @@ use std::ops::Range;
 
 use rayon::prelude::*;
 
-use super::Operand;
+use super::{Operand, Side, with_pair};
 
 /// OpenBLAS's threaded `ddot` is used only above this many elements.
 const THREAD_MIN: usize = 10_000;
@@ -56,35 +56,115 @@ pub(crate) fn blas_parts(n: usize, threads: usize) -> Vec<Range<usize>> {
 
 /// `sqrt(dot(d, d))` for `d = n - b` in float64, infinities and NaNs taken as 0 (msprobe zeroes
 /// them where both tensors have them; where they differ, no metric is reported).
-pub(crate) fn euc_dist(n: &Operand, b: &Operand, threads: usize) -> f64 {
+pub(crate) fn euc_dist(n: &Side, b: &Side, threads: usize) -> f64 {
     let parts = blas_parts(n.numel(), threads);
     let sums: Vec<f64> = parts.into_par_iter().map(|p| part_sum(n, b, p)).collect();
     sums.iter().fold(0.0, |acc, s| acc + s).sqrt()
 }
 
 /// One thread's `ddot` over `part`.
-fn part_sum(n: &Operand, b: &Operand, part: Range<usize>) -> f64 {
-    let kernel_end = part.start + (part.len() & !15);
-    let mut acc = [0.0f64; 16];
-    let (mut x, mut y) = (Vec::with_capacity(BLOCK), Vec::with_capacity(BLOCK));
-    let mut start = part.start;
-    while start < kernel_end {
-        let end = (start + BLOCK).min(kernel_end);
-        super::decode(n, start..end, &mut x);
-        super::decode(b, start..end, &mut y);
-        accumulate(&x, &y, &mut acc);
+/// One thread's `ddot` over `part`. Strided sides are read a block at a time in lockstep
+/// ([`with_pair`]).
+fn part_sum(n: &Side, b: &Side, part: Range<usize>) -> f64 {
+    let mut sum = PartSum::new(part.len());
+    feed_blocks(n, b, part, &mut sum);
+    sum.finish()
+}
+
+/// Feeds elements `range` of both sides to `sum`, [`BLOCK`] at a time.
+pub(crate) fn feed_blocks(n: &Side, b: &Side, range: Range<usize>, sum: &mut PartSum) {
+    let mut start = range.start;
+    while start < range.end {
+        let end = (start + BLOCK).min(range.end);
+        with_pair(n, b, start..end, |x, y, r| sum.feed(x, y, r));
         start = end;
     }
-    let mut dot = if kernel_end > part.start {
-        reduce(&acc)
-    } else {
-        0.0
-    };
-    for i in kernel_end..part.end {
-        let d = finite_or_zero(n.get(i)) - finite_or_zero(b.get(i));
-        dot += d * d;
+}
+
+/// One OpenBLAS part's `ddot`, fed the part's elements in order, any number at a time: the
+/// first `len & !15` go through the 16 fused accumulators (element `i` of the part into
+/// accumulator `i % 16`, whatever the feeds' edges), the rest are added one by one onto the
+/// reduced accumulators. So a part can be summed from the chunks of another pass.
+pub(crate) struct PartSum {
+    /// Elements fed so far.
+    done: usize,
+    kernel_len: usize,
+    acc: [f64; 16],
+    /// The sum once the kernel's elements are in (reduced accumulators, then the tail).
+    dot: Option<f64>,
+    x: Vec<f64>,
+    y: Vec<f64>,
+}
+
+impl PartSum {
+    pub(crate) fn new(len: usize) -> PartSum {
+        PartSum {
+            done: 0,
+            kernel_len: len & !15,
+            acc: [0.0; 16],
+            dot: None,
+            x: Vec::new(),
+            y: Vec::new(),
+        }
     }
-    dot
+
+    /// Feeds elements `range` of the operands: the part's next `range.len()` elements.
+    pub(crate) fn feed(&mut self, n: &Operand, b: &Operand, range: Range<usize>) {
+        let mut start = range.start;
+        while start < range.end {
+            if self.done < self.kernel_len {
+                let end = (start + BLOCK)
+                    .min(range.end)
+                    .min(start + (self.kernel_len - self.done));
+                super::decode(n, start..end, &mut self.x);
+                super::decode(b, start..end, &mut self.y);
+                accumulate_at(&self.x, &self.y, &mut self.acc, self.done % 16);
+                self.done += end - start;
+                start = end;
+            } else {
+                let mut dot = self.tail_start();
+                for i in start..range.end {
+                    let d = finite_or_zero(n.get(i)) - finite_or_zero(b.get(i));
+                    dot += d * d;
+                }
+                self.dot = Some(dot);
+                self.done += range.end - start;
+                start = range.end;
+            }
+        }
+    }
+
+    /// The sum the tail is added onto: the reduced accumulators (0 without kernel elements).
+    fn tail_start(&self) -> f64 {
+        match self.dot {
+            Some(d) => d,
+            None if self.kernel_len > 0 => reduce(&self.acc),
+            None => 0.0,
+        }
+    }
+
+    /// The part's sum (every element fed).
+    pub(crate) fn finish(self) -> f64 {
+        self.tail_start()
+    }
+}
+
+/// Adds `(x - y)²` to the accumulators, element `k` into accumulator `(lane + k) % 16`: a
+/// head up to the next accumulator 0, whole groups of 16 with the FMA kernel, then the rest.
+/// Each accumulator sees its elements in order through fused multiply-adds, so the bits do not
+/// depend on where the groups start.
+fn accumulate_at(x: &[f64], y: &[f64], acc: &mut [f64; 16], lane: usize) {
+    let head = ((16 - lane) % 16).min(x.len());
+    for k in 0..head {
+        let d = finite_or_zero(x[k]) - finite_or_zero(y[k]);
+        acc[lane + k] = d.mul_add(d, acc[lane + k]);
+    }
+    let full = head + (x.len() - head) / 16 * 16;
+    accumulate(&x[head..full], &y[head..full], acc);
+    for k in full..x.len() {
+        let (d, l) = (finite_or_zero(x[k]) - finite_or_zero(y[k]), k - full);
+        acc[l] = d.mul_add(d, acc[l]);
+    }
 }
 
 #[inline(always)]
@@ -151,6 +231,32 @@ mod tests {
         assert_eq!(blas_parts(20_000, 0), vec![0..20_000]);
     }
 
+    /// Feeding a part in pieces of any size gives the bits of one pass over it.
+    #[test]
+    fn feeds_of_any_size_give_one_pass_bits() {
+        let x: Vec<f64> = (0..1000)
+            .map(|i| ((i as f64) * 0.731).sin() * 1e3)
+            .collect();
+        let y: Vec<f64> = (0..1000).map(|i| ((i as f64) * 0.129).cos()).collect();
+        let shape = [x.len()];
+        let xv = numprobe_tensor::TensorView::from_slice(&shape, &x).unwrap();
+        let yv = numprobe_tensor::TensorView::from_slice(&shape, &y).unwrap();
+        let (n, b) = (Operand::in_memory(xv), Operand::in_memory(yv));
+        for part in [0..1000, 3..990, 0..15, 5..37] {
+            let want = part_sum(&Side::view(xv), &Side::view(yv), part.clone());
+            for step in [1usize, 5, 16, 17, 333] {
+                let mut s = PartSum::new(part.len());
+                let mut i = part.start;
+                while i < part.end {
+                    let e = (i + step).min(part.end);
+                    s.feed(&n, &b, i..e);
+                    i = e;
+                }
+                assert_eq!(s.finish().to_bits(), want.to_bits(), "{part:?} step {step}");
+            }
+        }
+    }
+
     /// The tail after the kernel is not fused: with d² = 1 + 2⁻²⁹ + 2⁻⁶⁰ added to 2⁻⁵³ a fused
     /// add rounds up, numpy (and this) does not.
     #[test]
@@ -163,7 +269,7 @@ mod tests {
         let shape = [17usize];
         let xv = numprobe_tensor::TensorView::from_slice(&shape, &x).unwrap();
         let yv = numprobe_tensor::TensorView::from_slice(&shape, &y).unwrap();
-        let (n, b) = (Operand::in_memory(xv), Operand::in_memory(yv));
+        let (n, b) = (Side::view(xv), Side::view(yv));
         // numpy 1.26.4 / OpenBLAS 0.3.23 Haswell: x.dot(x) == 0x1.0000000800000p+0.
         assert_eq!(part_sum(&n, &b, 0..17), 1.0 + 2f64.powi(-29));
     }
