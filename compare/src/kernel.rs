@@ -336,23 +336,35 @@ fn compare_row(
         row.err_message = format!("Dump file could not be read: {msg}");
         return row;
     }
-    // Each tensor widened once; the statistics, the checks and the difference all read it.
-    let widen = |t: &Option<Tensor>| {
-        t.as_ref()
-            .map(|t| crate::tensor::widen_to_f64(&t.view()).unwrap_or_default())
-    };
-    let (nv, bv) = (widen(&n), widen(&b));
+    // Each tensor's values read once (float32 in place, other dtypes widened); the
+    // statistics, the checks and the difference all read them.
+    let (nv, bv) = (n.as_ref().map(Vals::of), b.as_ref().map(Vals::of));
     row.npu = npu
-        .zip(n.as_ref().zip(nv.as_deref()))
+        .zip(n.as_ref().zip(nv.as_ref()))
         .map(|(f, (t, v))| side_cells(f, t, v));
     row.bench = bench
-        .zip(b.as_ref().zip(bv.as_deref()))
+        .zip(b.as_ref().zip(bv.as_ref()))
         .map(|(f, (t, v))| side_cells(f, t, v));
-    let (Some(n), Some(b), Some(nv), Some(bv)) = (n, b, nv, bv) else {
+    let (Some(n), Some(b), Some(nv), Some(bv)) = (n.as_ref(), b.as_ref(), nv, bv) else {
         row.err_message = "Dump file is not ndarray.\n".into();
         return row;
     };
-    row.value_diff = value_diff(&nv, &bv);
+    // Float32 pairs: the difference and the inf/nan positions in one pass.
+    let f32_pair = match (&nv, &bv) {
+        (Vals::F32(x), Vals::F32(y)) => Some(f32_pair_scan(x, y)),
+        _ => None,
+    };
+    row.value_diff = match f32_pair {
+        Some((d, _)) => d,
+        None => pair_vals(
+            &nv,
+            &bv,
+            |x, y| value_diff(x, y),
+            |x, y| value_diff(x, y),
+            |x, y| value_diff(x, y),
+            |x, y| value_diff(x, y),
+        ),
+    };
     // msprobe's checks before any metric (npy_data_check), in its order and words.
     let mut msg = String::new();
     if n.numel() == 0 || b.numel() == 0 {
@@ -368,7 +380,18 @@ fn compare_row(
             msg.push_str("Dtype of NPU and bench Tensor do not match. Skipped.\n");
         }
     }
-    if msg.is_empty() && !same_inf_nan_positions(&nv, &bv) {
+    if msg.is_empty()
+        && !f32_pair.map(|(_, same)| same).unwrap_or_else(|| {
+            pair_vals(
+                &nv,
+                &bv,
+                |x, y| same_inf_nan_positions(x, y),
+                |x, y| same_inf_nan_positions(x, y),
+                |x, y| same_inf_nan_positions(x, y),
+                |x, y| same_inf_nan_positions(x, y),
+            )
+        })
+    {
         msg.push_str("The position of inf or nan in NPU and bench Tensor do not match.\n");
     }
     if !msg.is_empty() {
@@ -411,12 +434,13 @@ pub fn check_accuracy(cos: &Cell, max_abs: &Cell) -> &'static str {
 /// widened to float64: the difference relative to the tensor's scale, so that elements near
 /// zero do not dominate. NaN and ±inf agree only with the same value at the same place
 /// (∞ otherwise).
-fn value_diff(x: &[f64], y: &[f64]) -> Option<f64> {
+fn value_diff<A: Copy + Into<f64>, B: Copy + Into<f64>>(x: &[A], y: &[B]) -> Option<f64> {
     if x.len() != y.len() {
         return None;
     }
     let (mut diff, mut scale) = (0f64, 0f64);
     for (&a, &b) in x.iter().zip(y) {
+        let (a, b): (f64, f64) = (a.into(), b.into());
         if !a.is_finite() || !b.is_finite() {
             let same = a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan());
             if !same {
@@ -430,24 +454,117 @@ fn value_diff(x: &[f64], y: &[f64]) -> Option<f64> {
     Some(if scale > 0.0 { diff / scale } else { diff })
 }
 
-fn same_inf_nan_positions(x: &[f64], y: &[f64]) -> bool {
-    x.iter()
-        .zip(y)
-        .all(|(a, b)| a.is_nan() == b.is_nan() && (a.is_infinite() == b.is_infinite()))
+fn same_inf_nan_positions<A: Copy + Into<f64>, B: Copy + Into<f64>>(x: &[A], y: &[B]) -> bool {
+    x.iter().zip(y).all(|(&a, &b)| {
+        let (a, b): (f64, f64) = (a.into(), b.into());
+        a.is_nan() == b.is_nan() && (a.is_infinite() == b.is_infinite())
+    })
 }
 
-fn side_cells(f: &dumpfmt::kernel::KernelTensorFile, t: &Tensor, v: &[f64]) -> SideCells {
+/// [`value_diff`] and [`same_inf_nan_positions`] of two float32 slices in one pass.
+fn f32_pair_scan(x: &[f32], y: &[f32]) -> (Option<f64>, bool) {
+    let mut same = true;
+    let (mut diff, mut scale, mut mismatch) = (0f64, 0f64, false);
+    for (&a, &b) in x.iter().zip(y) {
+        if !a.is_finite() || !b.is_finite() {
+            same &= a.is_nan() == b.is_nan() && a.is_infinite() == b.is_infinite();
+            mismatch |= !(a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan()));
+            continue;
+        }
+        let (a, b) = (f64::from(a), f64::from(b));
+        diff = diff.max((a - b).abs());
+        scale = scale.max(b.abs());
+    }
+    let d = if x.len() != y.len() {
+        None
+    } else if mismatch {
+        Some(f64::INFINITY)
+    } else {
+        Some(if scale > 0.0 { diff / scale } else { diff })
+    };
+    (d, same)
+}
+
+/// A tensor's values for the table: float32 read in place (no copy when the bytes are
+/// aligned), every other dtype widened to float64 (empty when it has no numeric widening).
+enum Vals<'a> {
+    F32(std::borrow::Cow<'a, [f32]>),
+    F64(Vec<f64>),
+}
+
+impl<'a> Vals<'a> {
+    fn of(t: &'a Tensor) -> Vals<'a> {
+        if t.dtype() == DType::F32 {
+            return Vals::F32(match bytemuck::try_cast_slice::<u8, f32>(t.bytes()) {
+                Ok(s) => std::borrow::Cow::Borrowed(s),
+                Err(_) => std::borrow::Cow::Owned(
+                    t.bytes()
+                        .chunks_exact(4)
+                        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+                        .collect(),
+                ),
+            });
+        }
+        Vals::F64(crate::tensor::widen_to_f64(&t.view()).unwrap_or_default())
+    }
+
+    fn is_empty(&self) -> bool {
+        match self {
+            Vals::F32(v) => v.is_empty(),
+            Vals::F64(v) => v.is_empty(),
+        }
+    }
+}
+
+/// `f` on the two sides' values, whatever their kinds.
+fn pair_vals<R>(
+    x: &Vals<'_>,
+    y: &Vals<'_>,
+    ff: impl Fn(&[f32], &[f32]) -> R,
+    fd: impl Fn(&[f32], &[f64]) -> R,
+    df: impl Fn(&[f64], &[f32]) -> R,
+    dd: impl Fn(&[f64], &[f64]) -> R,
+) -> R {
+    match (x, y) {
+        (Vals::F32(a), Vals::F32(b)) => ff(a, b),
+        (Vals::F32(a), Vals::F64(b)) => fd(a, b),
+        (Vals::F64(a), Vals::F32(b)) => df(a, b),
+        (Vals::F64(a), Vals::F64(b)) => dd(a, b),
+    }
+}
+
+fn side_cells(f: &dumpfmt::kernel::KernelTensorFile, t: &Tensor, v: &Vals<'_>) -> SideCells {
     let (max, min, mean, norm) = if v.is_empty() {
         (None, None, None, None)
     } else {
-        let (max, min) = extremes(v);
         let typed = |x: f64| typed_scalar(t.dtype(), x);
-        (
-            Some(typed(max)),
-            Some(typed(min)),
-            Some(np_mean(t.dtype(), v)),
-            Some(np_norm(t.dtype(), v)),
-        )
+        let ((max, min), mean, norm) = match v {
+            // The float32 reductions of np_mean / np_norm, on the values in place.
+            Vals::F32(v) => {
+                // One pass for the extremes and the squares (summed in order, as before).
+                let (mut nan, mut max, mut min, mut sq) =
+                    (false, f32::NEG_INFINITY, f32::INFINITY, 0f64);
+                for &x in v.iter() {
+                    nan |= x.is_nan();
+                    max = max.max(x);
+                    min = min.min(x);
+                    let d = f64::from(x);
+                    sq += d * d;
+                }
+                let extremes = if nan {
+                    (f64::NAN, f64::NAN)
+                } else {
+                    (f64::from(max), f64::from(min))
+                };
+                (
+                    extremes,
+                    NpScalar::F32(ulp::elem::np_mean(&v[..])),
+                    NpScalar::F32((sq as f32).sqrt()),
+                )
+            }
+            Vals::F64(v) => (extremes(v), np_mean(t.dtype(), v), np_norm(t.dtype(), v)),
+        };
+        (Some(typed(max)), Some(typed(min)), Some(mean), Some(norm))
     };
     SideCells {
         path: f.path.clone(),
@@ -462,10 +579,11 @@ fn side_cells(f: &dumpfmt::kernel::KernelTensorFile, t: &Tensor, v: &[f64]) -> S
 }
 
 /// `np.max`/`np.min`: NaN wins.
-fn extremes(v: &[f64]) -> (f64, f64) {
+fn extremes<T: Copy + Into<f64>>(v: &[T]) -> (f64, f64) {
     let mut max = f64::NEG_INFINITY;
     let mut min = f64::INFINITY;
     for &x in v {
+        let x: f64 = x.into();
         if x.is_nan() {
             return (f64::NAN, f64::NAN);
         }
