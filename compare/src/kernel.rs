@@ -356,14 +356,7 @@ fn compare_row(
     };
     row.value_diff = match f32_pair {
         Some((d, _)) => d,
-        None => pair_vals(
-            &nv,
-            &bv,
-            |x, y| value_diff(x, y),
-            |x, y| value_diff(x, y),
-            |x, y| value_diff(x, y),
-            |x, y| value_diff(x, y),
-        ),
+        None => pair_vals(&nv, &bv, value_diff, value_diff, value_diff, value_diff),
     };
     // msprobe's checks before any metric (npy_data_check), in its order and words.
     let mut msg = String::new();
@@ -385,10 +378,10 @@ fn compare_row(
             pair_vals(
                 &nv,
                 &bv,
-                |x, y| same_inf_nan_positions(x, y),
-                |x, y| same_inf_nan_positions(x, y),
-                |x, y| same_inf_nan_positions(x, y),
-                |x, y| same_inf_nan_positions(x, y),
+                same_inf_nan_positions,
+                same_inf_nan_positions,
+                same_inf_nan_positions,
+                same_inf_nan_positions,
             )
         })
     {
