@@ -1,7 +1,11 @@
-"""A level-L2 capture run: `python ms_kernel_net.py TOOL OUT MODE TASK` with TOOL msprobe or
-numprobe, MODE graph (TrainOneStepCell, 2 steps in GRAPH_MODE) or jit (a PyNative
-mindspore.jit function called in 2 steps), TASK tensor or statistics. Writes config.json into
-OUT and dumps there; prints `done` at the end (msprobe's statistics task fails on the CPU)."""
+"""A level-L2 capture run: `python ms_kernel_net.py TOOL OUT MODE TASK [LIST] [SUMMARY_MODE]`
+with TOOL msprobe or numprobe, MODE graph (TrainOneStepCell, 2 steps in GRAPH_MODE) or jit (a
+PyNative mindspore.jit function called in 2 steps), TASK tensor or statistics, LIST kernel
+names joined by `,` (empty: all), SUMMARY_MODE statistics (default) or md5. MODE late: graph,
+but the net runs once before the debugger is created; MODE afterinit: graph, with the state
+mindspore.communication.init() leaves (a lone CPU process cannot run init itself). Writes
+config.json into OUT and dumps there; prints `done` at the end (msprobe's statistics task fails
+on the CPU)."""
 import json
 import os
 import sys
@@ -11,10 +15,11 @@ import numpy as np
 
 def main():
     tool, out, mode, task = sys.argv[1:5]
-    lst = sys.argv[5].split(",") if len(sys.argv) > 5 else []
+    lst = [x for x in sys.argv[5].split(",") if x] if len(sys.argv) > 5 else []
+    summary_mode = sys.argv[6] if len(sys.argv) > 6 else "statistics"
     cfg = {"task": task, "dump_path": out, "rank": [], "step": [], "level": "L2",
            "async_dump": False, task: {"list": lst, "data_mode": ["all"],
-                                       "summary_mode": "statistics"}}
+                                       "summary_mode": summary_mode}}
     os.makedirs(out, exist_ok=True)
     cfg_path = os.path.join(out, "config.json")
     with open(cfg_path, "w") as f:
@@ -26,10 +31,15 @@ def main():
         from msprobe.mindspore import PrecisionDebugger
     else:
         from numprobe.mindspore import PrecisionDebugger
-    ms.set_context(mode=ms.GRAPH_MODE if mode == "graph" else ms.PYNATIVE_MODE,
+    ms.set_context(mode=ms.PYNATIVE_MODE if mode == "jit" else ms.GRAPH_MODE,
                    device_target="CPU")
     ms.set_seed(0)
-    debugger = PrecisionDebugger(config_path=cfg_path)
+    if mode == "afterinit":
+        from mindspore.communication._comm_helper import GlobalComm
+
+        GlobalComm.INITED = True
+    if mode != "late":
+        debugger = PrecisionDebugger(config_path=cfg_path)
 
     class Net(nn.Cell):
         def __init__(self):
@@ -49,9 +59,12 @@ def main():
     def f(a):
         return ops.relu(a) * 2
 
+    if mode == "late":
+        train(x, y)
+        debugger = PrecisionDebugger(config_path=cfg_path)
     for _ in range(2):
         debugger.start()
-        if mode == "graph":
+        if mode != "jit":
             train(x, y)
         else:
             f(x)

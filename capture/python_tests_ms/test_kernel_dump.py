@@ -15,10 +15,10 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 SCRIPT = os.path.join(HERE, "ms_kernel_net.py")
 
 
-def _run(tool, out, mode, task, lst=None):
+def _run(tool, out, mode, task, lst=None, summary_mode="statistics"):
     env = dict(os.environ, PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION="python")
     env.pop("MINDSPORE_DUMP_CONFIG", None)
-    cmd = [sys.executable, SCRIPT, tool, str(out), mode, task] + ([",".join(lst)] if lst else [])
+    cmd = [sys.executable, SCRIPT, tool, str(out), mode, task, ",".join(lst or []), summary_mode]
     return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
 
 
@@ -121,4 +121,53 @@ def test_statistics_task_on_cpu(tmp_path):
 def test_filter_that_matches_nothing_says_so(tmp_path):
     r = _run("numprobe", tmp_path / "out", "graph", "tensor", ["NoSuchKernel"])
     assert r.returncode == 0, r.stderr[-3000:]
-    assert "level L2 dumped no kernel" in r.stderr
+    assert "level L2 dumped no kernel so far: the `list` filter ['NoSuchKernel'] matched" in r.stderr
+    # A filter that matches says nothing of the kind.
+    r = _run("numprobe", tmp_path / "out2", "graph", "tensor",
+             ["Default/network-WithLossCell/_backbone-Net/fc-Dense/MatMul-op0"])
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "dumped no kernel" not in r.stderr
+    assert list((tmp_path / "out2").rglob("MatMul.*.npy"))
+
+
+def test_debugger_after_the_graph_compiled_is_an_error(tmp_path):
+    r = _run("numprobe", tmp_path / "out", "late", "tensor")
+    assert r.returncode != 0 and "done" not in r.stdout
+    assert "a graph was compiled before level L2 was set up" in r.stderr, r.stderr[-3000:]
+    assert not list((tmp_path / "out").rglob("*.npy"))
+
+
+def test_debugger_after_communication_init_is_an_error(tmp_path):
+    r = _run("numprobe", tmp_path / "out", "afterinit", "tensor")
+    assert r.returncode != 0 and "done" not in r.stdout
+    assert "before mindspore.communication.init()" in r.stderr, r.stderr[-3000:]
+
+
+def test_md5_statistics_task_on_cpu(tmp_path):
+    """summary_mode md5: MindSpore's MD5 column (hash:md5), the MD5 of each tensor's bytes."""
+    ours, tensors = tmp_path / "numprobe", tmp_path / "tensors"
+    r = _run("numprobe", ours, "graph", "statistics", summary_mode="md5")
+    assert r.returncode == 0 and "done" in r.stdout, r.stderr[-3000:]
+    with open(ours / "kernel_kbyk_dump.json") as f:
+        assert json.load(f)["common_dump_settings"]["statistic_category"] == ["hash:md5"]
+    assert not list(ours.rglob("*.npy"))
+    r = _run("numprobe", tensors, "graph", "tensor")
+    assert r.returncode == 0, r.stderr[-3000:]
+    import csv
+
+    checked = 0
+    for it in ("0", "1"):
+        with open(ours / "rank_0" / "Net" / "0" / it / "statistic.csv") as f:
+            rows = list(csv.DictReader(f))
+        assert list(rows[0])[-1] == "MD5" and "Max Value" not in rows[0]
+        files = {re.sub(r"\.\d{12,}\.", ".", p.name): p
+                 for p in (tensors / "rank_0" / "Net" / "0" / it).glob("*.npy")}
+        for row in rows:
+            name = (f"{row['Op Type']}.{row['Op Name']}.{row['Task ID']}.{row['Stream ID']}."
+                    f"{row['IO']}.{row['Slot']}.DefaultFormat.")
+            match = [p for k, p in files.items() if k.startswith(name)]
+            assert len(match) == 1, name
+            data = np.ascontiguousarray(np.load(match[0])).tobytes()
+            assert row["MD5"] == hashlib.md5(data).hexdigest()
+            checked += 1
+    assert checked > 100

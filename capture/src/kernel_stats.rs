@@ -8,7 +8,8 @@
 
 use std::path::Path;
 
-use dumpfmt::kernel::{self, KernelFileName};
+use dumpfmt::kernel::{self, KernelFileName, STATISTIC_FIXED_COLUMNS};
+use md5::{Digest, Md5};
 use stats_gpu::summary::{Flavour, Options, Stat};
 
 use crate::error::{Error, Result};
@@ -22,11 +23,53 @@ fn stat_text(s: Option<Stat>) -> String {
     }
 }
 
+/// Which statistics a `statistic.csv` holds: msprobe's `summary_mode`, which it turns into
+/// MindSpore's `statistic_category` (`statistics` → max, min, avg, l2norm; `md5` → the hash
+/// alone).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum SummaryMode {
+    #[default]
+    Statistics,
+    Md5,
+}
+
+impl SummaryMode {
+    /// The table's header: MindSpore's fixed columns, then its names of the chosen statistics
+    /// (`MD5` for `hash:md5`, and for `md5` up to MindSpore 2.7.0).
+    pub fn header(self) -> Vec<&'static str> {
+        match self {
+            SummaryMode::Statistics => kernel::statistic_header(false),
+            SummaryMode::Md5 => {
+                let mut h = STATISTIC_FIXED_COLUMNS.to_vec();
+                h.push("MD5");
+                h
+            }
+        }
+    }
+}
+
+/// MD5 of a tensor's bytes as stored (little-endian elements, bfloat16 as its 2-byte words),
+/// in lowercase hex.
+pub fn md5_hex(bytes: &[u8]) -> String {
+    let digest = Md5::digest(bytes);
+    let mut s = String::with_capacity(32);
+    for b in digest {
+        s.push(char::from_digit(u32::from(b >> 4), 16).unwrap_or('0'));
+        s.push(char::from_digit(u32::from(b & 15), 16).unwrap_or('0'));
+    }
+    s
+}
+
 /// Summarizes the `.npy` files of one iteration folder into its `statistic.csv` (rows of an
 /// existing file are kept, new rows appended in time order), written atomically; then removes
 /// those `.npy` files. Returns the number of rows added. Files whose names are not kernel dump
-/// names are left alone.
-pub fn summarize_step_dir(dir: &Path, engine: &stats_gpu::Engine) -> Result<usize> {
+/// names are left alone. An existing table with other columns than `mode`'s is an error
+/// (a folder summarized twice with different settings).
+pub fn summarize_step_dir(
+    dir: &Path,
+    engine: &stats_gpu::Engine,
+    mode: SummaryMode,
+) -> Result<usize> {
     let mut files: Vec<(KernelFileName, std::path::PathBuf)> = Vec::new();
     for e in std::fs::read_dir(dir).map_err(|e| Error::io(dir, e))? {
         let e = e.map_err(|e| Error::io(dir, e))?;
@@ -51,11 +94,22 @@ pub fn summarize_step_dir(dir: &Path, engine: &stats_gpu::Engine) -> Result<usiz
         // Keep what earlier calls wrote, checked by the reader (a damaged file or a link is an
         // error) and read once.
         out = kernel::read_statistic_csv_text(&csv_path)?.1;
+        let want = pyrepr::csv_record(mode.header(), "\n");
+        if !out.starts_with(&want) {
+            return Err(Error::Dump(dumpfmt::Error::tensor(
+                &csv_path,
+                0,
+                format!(
+                    "its header is not {:?}: the folder was summarized with other statistics",
+                    want.trim_end()
+                ),
+            )));
+        }
         if !out.is_empty() && !out.ends_with('\n') {
             out.push('\n');
         }
     } else {
-        pyrepr::write_csv_record(kernel::statistic_header(false), "\n", &mut out);
+        pyrepr::write_csv_record(mode.header(), "\n", &mut out);
     }
     let opts = Options {
         flavour: Flavour::MindSpore,
@@ -63,9 +117,8 @@ pub fn summarize_step_dir(dir: &Path, engine: &stats_gpu::Engine) -> Result<usiz
     };
     for (name, path) in &files {
         let tensor = dumpfmt::tensor::read_tensor(path)?;
-        let rec = engine.compute(&tensor.view(), &opts)?;
         let shape = pyrepr::shape_tuple(tensor.shape());
-        let cells = [
+        let mut cells = vec![
             name.op_type.clone(),
             name.op_name.clone(),
             name.task_id.to_string(),
@@ -76,11 +129,14 @@ pub fn summarize_step_dir(dir: &Path, engine: &stats_gpu::Engine) -> Result<usiz
             tensor.bytes().len().to_string(),
             tensor.dtype().numpy_name().to_string(),
             shape,
-            stat_text(rec.max),
-            stat_text(rec.min),
-            stat_text(rec.mean),
-            stat_text(rec.norm),
         ];
+        match mode {
+            SummaryMode::Statistics => {
+                let rec = engine.compute(&tensor.view(), &opts)?;
+                cells.extend([rec.max, rec.min, rec.mean, rec.norm].map(stat_text));
+            }
+            SummaryMode::Md5 => cells.push(md5_hex(tensor.bytes())),
+        }
         pyrepr::write_csv_record(cells.iter(), "\n", &mut out);
     }
     dumpfmt::outfile::write(&csv_path, out.as_bytes())?;
@@ -115,7 +171,10 @@ mod tests {
         .unwrap();
         std::fs::write(d.join("notes.txt"), "kept").unwrap();
         let engine = stats_gpu::Engine::new();
-        assert_eq!(summarize_step_dir(d, &engine).unwrap(), 2);
+        assert_eq!(
+            summarize_step_dir(d, &engine, SummaryMode::Statistics).unwrap(),
+            2
+        );
         let rows = kernel::read_statistic_csv(&d.join("statistic.csv")).unwrap();
         assert_eq!(rows.len(), 2);
         assert_eq!(rows[0].io, kernel::Io::Input, "time order");
@@ -137,7 +196,10 @@ mod tests {
             t.view(),
         )
         .unwrap();
-        assert_eq!(summarize_step_dir(d, &engine).unwrap(), 1);
+        assert_eq!(
+            summarize_step_dir(d, &engine, SummaryMode::Statistics).unwrap(),
+            1
+        );
         assert_eq!(
             kernel::read_statistic_csv(&d.join("statistic.csv"))
                 .unwrap()

@@ -515,6 +515,10 @@ pub struct StatisticRow {
     /// MindSpore's dtype name (`float32` or `Float32`; kept as written).
     pub data_type: String,
     pub shape: Vec<usize>,
+    /// The `Shape` cell as written (msprobe's comparator shows and compares this text).
+    pub shape_text: String,
+    /// The row's line in the file (the header is line 1), for messages.
+    pub line: usize,
     /// The statistic columns after `Shape`, by header name (`Max Value`, `Min Value`,
     /// `Avg Value`, `L2Norm Value`, counts, hashes), as written.
     pub values: BTreeMap<String, String>,
@@ -636,6 +640,8 @@ fn parse_statistic_csv(path: &Path, text: &str) -> Result<Vec<StatisticRow>> {
             data_size: uint(7)?,
             data_type: cell(8).to_owned(),
             shape,
+            shape_text: cell(9).to_owned(),
+            line,
             values,
         });
     }

@@ -758,12 +758,20 @@ fn recover(dir: PathBuf) -> PyResult<Vec<(String, usize, u64, usize)>> {
 
 /// Turns one iteration folder of a staged kernel-level dump into MindSpore's `statistic.csv`
 /// and removes its `.npy` files (MindSpore writes no statistics on the CPU); returns the rows
-/// added.
+/// added. `md5`: the MD5 column alone (msprobe's `summary_mode: md5`) instead of max, min,
+/// avg and l2norm.
 #[pyfunction]
-fn kernel_statistics(py: Python<'_>, dir: PathBuf) -> PyResult<usize> {
+#[pyo3(signature = (dir, md5 = false))]
+fn kernel_statistics(py: Python<'_>, dir: PathBuf, md5: bool) -> PyResult<usize> {
+    use capture::kernel_stats::SummaryMode;
+    let mode = if md5 {
+        SummaryMode::Md5
+    } else {
+        SummaryMode::Statistics
+    };
     py.detach(|| {
         let engine = stats_gpu::Engine::new();
-        capture::kernel_stats::summarize_step_dir(&dir, &engine)
+        capture::kernel_stats::summarize_step_dir(&dir, &engine, mode)
     })
     .map_err(os_err)
 }

@@ -12,7 +12,8 @@ are not kernels of a graph and are not dumped (MindSpore's rule).
 Task ``statistics`` on the CPU, where MindSpore refuses statistic dumps (and msprobe fails):
 MindSpore is pointed at a staging copy of the JSON that saves tensors, and at every ``stop()``
 and ``step()`` each iteration folder's tensors become MindSpore's ``statistic.csv`` (numprobe's
-statistics kernels, MindSpore's rules) and are deleted, so the staged data stays within a step.
+statistics kernels, MindSpore's rules; for ``summary_mode: md5`` the ``MD5`` column alone, the
+MD5 of each tensor's bytes) and are deleted, so the staged data stays within a step.
 ``kernel_kbyk_dump.json`` itself is msprobe's JSON, unchanged.
 """
 import json
@@ -93,6 +94,30 @@ def dump_config(cfg: DumpConfig, ms_version: str) -> Dict[str, Any]:
     return {"common_dump_settings": common, "e2e_dump_settings": e2e}
 
 
+def _communication_initialised() -> bool:
+    try:
+        from mindspore.communication._comm_helper import GlobalComm
+
+        return bool(getattr(GlobalComm, "INITED", False))
+    except Exception:  # no communication package: nothing initialised
+        return False
+
+
+def _graph_compiled() -> bool:
+    """Whether MindSpore has compiled a graph (a Cell in graph mode or a jit function) in this
+    process: it reads its dump configuration then, once. MindSpore 2.7 records compiled phases
+    per Cell in ``api.cells_compile_cache`` (Cell id -> set of phases, empty until its first
+    compile) and jit functions' in ``api.ms_compile_cache``."""
+    try:
+        from mindspore.common import api
+    except Exception:
+        return False
+    cells = getattr(api, "cells_compile_cache", None)
+    if isinstance(cells, dict) and any(cells.values()):
+        return True
+    return bool(getattr(api, "ms_compile_cache", None))
+
+
 def _rank_id() -> int:
     try:
         from mindspore.communication import get_rank
@@ -114,9 +139,16 @@ class KernelDumpRecorder:
         self.started = False
         self.dumping = False
         self.config_path = os.path.join(cfg.dump_path, CONFIG_NAME)
-        self.host_statistics = (cfg.task == "statistics" and cfg.summary_mode == "statistics"
+        self.host_statistics = (cfg.task == "statistics"
+                                and cfg.summary_mode in ("statistics", "md5")
                                 and ms.get_context("device_target") == "CPU")
         self.warned_empty = False
+        self.window_ran = False
+        if _communication_initialised():
+            raise RuntimeError(
+                "numprobe: level L2 must be set up before mindspore.communication.init(): "
+                "create PrecisionDebugger first (msprobe's rule); MindSpore's kernel dump "
+                "would stay empty")
         existing = _settings.mindspore_dump_config()
         if existing and os.path.abspath(existing) != os.path.abspath(self.config_path):
             print(f"numprobe: MINDSPORE_DUMP_CONFIG was {existing}; level L2 replaces it with "
@@ -165,16 +197,25 @@ class KernelDumpRecorder:
             dirs[:] = [d for d in dirs if d not in ("execution_order", "graphs")
                        and not d.startswith(".")]
             if any(f.endswith(".npy") for f in files):
-                kernel_statistics(dirpath)
+                kernel_statistics(dirpath, md5=self.cfg.summary_mode == "md5")
 
     def start(self, model: Any = None) -> None:
         if not self.started:
+            if _graph_compiled():
+                raise RuntimeError(
+                    "numprobe: a graph was compiled before level L2 was set up (the first "
+                    "PrecisionDebugger.start()); MindSpore reads its kernel-dump configuration "
+                    "at the first compile, so nothing would be dumped. Create the debugger and "
+                    "call start() before the network or jit function first runs")
             self._write_config()
             if _DYNAMIC:
                 _set_init_iter(0)
             self.started = True
         rank_ok = not self.cfg.rank or _rank_id() in self.cfg.rank
         step_ok = not self.cfg.step or self.step_count in self.cfg.step
+        if rank_ok and step_ok:
+            # A step and rank the filters keep: an empty tree after it is worth a word.
+            self.window_ran = True
         if _DYNAMIC and rank_ok and step_ok and not self.dumping:
             _dump_start()
             self.dumping = True
@@ -193,11 +234,15 @@ class KernelDumpRecorder:
             self.dumping = False
         if self.host_statistics:
             self._summarize_staged()
-        if self.started and not self.warned_empty and not self.dumped_files():
+        if self.window_ran and not self.warned_empty and not self.dumped_files():
             self.warned_empty = True
-            print("numprobe: level L2 dumped no kernel so far: the `list` filter matched none, "
-                  "the code ran outside a graph or mindspore.jit, or the graph compiled before "
-                  "PrecisionDebugger was created", file=sys.stderr)
+            if self.cfg.list:
+                why = (f"the `list` filter {list(self.cfg.list)} matched no kernel of the graph "
+                       "(names are MindSpore's full scopes, e.g. Default/network-WithLossCell/"
+                       "_backbone-Net/fc-Dense/MatMul-op0)")
+            else:
+                why = "the code ran outside a graph or mindspore.jit"
+            print(f"numprobe: level L2 dumped no kernel so far: {why}", file=sys.stderr)
 
     def end_step(self) -> None:
         if _DYNAMIC and self.started:
