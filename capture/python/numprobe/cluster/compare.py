@@ -24,6 +24,12 @@ def compare_pair(options: Dict[str, Any], timestamp: str, pair: Pair) -> Tuple[b
     return _native.run_compare_pair(options, timestamp, pair)
 
 
+def _call(fn, *args):
+    """What a Ray task runs: `fn` goes as an argument (any picklable callable, not only a
+    plain function)."""
+    return fn(*args)
+
+
 def _int_list(text: str) -> List[int]:
     try:
         values = [int(x) for x in text.split(",") if x.strip()]
@@ -89,14 +95,14 @@ def main(argv: Optional[Sequence[str]] = None, prog: str = "python -m numprobe.c
     if todo:
         try:
             with connected(args.address) as ray:
-                task = ray.remote(pair_task).options(
+                task = ray.remote(_call).options(
                     num_cpus=args.num_cpus, max_retries=args.max_retries,
                     # An I/O error (storage every node shares, a moment away) is worth another try;
                     # other exceptions are bugs or bad options and would fail again.
                     retry_exceptions=[OSError])
                 # Largest pairs first, as on threads: the last task to finish then holds a small one.
                 order = sorted(todo, key=lambda p: -p[4])
-                refs = {task.remote(options, timestamp, pair): pair for pair in order}
+                refs = {task.remote(pair_task, options, timestamp, pair): pair for pair in order}
                 pending = list(refs)
                 while pending:
                     done, pending = ray.wait(pending, num_returns=1)
