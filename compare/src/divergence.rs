@@ -26,7 +26,7 @@ pub enum Agreement {
 }
 
 /// The call where the runs start to differ.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct Producer {
     pub key: String,
     /// Position in the target dump (execution order).
@@ -39,7 +39,7 @@ pub struct Producer {
 
 /// How one target call compares with its golden partner: what a whole-run analysis needs to
 /// follow a difference from rank to rank (see `run_tree`).
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct CallDiff {
     pub key: String,
     /// Some tensor input disagrees.
@@ -52,8 +52,8 @@ pub struct CallDiff {
     pub group: Option<String>,
 }
 
-/// What the summary reports.
-#[derive(Clone, Debug)]
+/// What the summary reports (serialized in a whole-run compare's per-pair result).
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct Summary {
     pub mode: Mode,
     pub rows: usize,

@@ -8,7 +8,7 @@ use crate::error::{Error, Result};
 use crate::stats_diff::PandasCompat;
 
 /// msprobe's three comparison modes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum Mode {
     /// `task: statistics` (msprobe's SUMMARY).
     Statistics,

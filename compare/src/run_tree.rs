@@ -6,8 +6,14 @@
 //! directly). Each pair is one [`crate::run()`] into its own working directory
 //! `OUT/step{S}/rank{R}/` (journal, lock, the pair's summary.md); its table is then renamed to
 //! `OUT/step{S}/compare_result_rank{R}_{timestamp}.csv`, the name msprobe's distributed compare
-//! gives it (`compare_result` + `_rank{R}` suffix + timestamp). At most `workers` pairs are in
-//! memory at once, whatever the number of ranks.
+//! gives it (`compare_result` + `_rank{R}` suffix + timestamp), and the pair's result record
+//! (`pair_result.json`) is written last. At most `workers` pairs are in memory at once,
+//! whatever the number of ranks.
+//!
+//! The run is three steps that other drivers share ([`plan_run`], [`compare_pair`] per pair,
+//! [`finish`]): [`run_tree`] runs the pairs on threads; the Python package's Ray driver
+//! (`numprobe.cluster`) runs each pair as a task on whichever machine, and the closing step
+//! reads their records, so both write the same files.
 //!
 //! The origin of a step ([`find_origin`]): on each rank, the first call whose difference does
 //! not arrive through its tensor inputs is either *local* (a computation whose outputs differ
@@ -452,19 +458,153 @@ fn step_dir_name(step: Option<u64>) -> Option<String> {
     step.map(|s| format!("step{s}"))
 }
 
-/// Compares one pair into `out/step{S}/rank{R}/` and renames its table beside it.
-fn run_pair(
+/// `OUT/step{S}` (or `OUT` for a step directory given directly).
+fn step_out(out_dir: &Path, step: Option<u64>) -> PathBuf {
+    match step_dir_name(step) {
+        Some(d) => out_dir.join(d),
+        None => out_dir.to_path_buf(),
+    }
+}
+
+/// A pair's working directory `OUT/step{S}/rank{R}/`.
+pub fn pair_dir(out_dir: &Path, step: Option<u64>, rank: u64) -> PathBuf {
+    step_out(out_dir, step).join(format!("rank{rank}"))
+}
+
+/// The name of a pair's result record in its working directory.
+pub const PAIR_RESULT: &str = "pair_result.json";
+/// Version of the record's layout; a record of another version is not reused.
+const PAIR_RESULT_VERSION: u32 = 1;
+
+/// A finished pair as written to `OUT/step{S}/rank{R}/pair_result.json`, last of the pair's
+/// files and atomically: its presence is what makes the pair *done* for a resumed run, and
+/// the run's closing step ([`finish`]) reads the pairs compared elsewhere (other processes,
+/// other machines sharing the output directory) from it.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct PairRecord {
+    version: u32,
+    step: Option<u64>,
+    rank: u64,
+    timestamp: String,
+    target: PathBuf,
+    golden: PathBuf,
+    /// The table's file name (beside the working directory), or why the pair failed.
+    table: Option<String>,
+    error: Option<String>,
+    summary: Option<Summary>,
+}
+
+fn write_record(opts: &RunOptions, job: &PairJob, ts: &str, out: &PairOutcome) -> Result<()> {
+    let (table, error, summary) = match &out.result {
+        Ok((path, s)) => (
+            Some(
+                path.file_name()
+                    .unwrap_or_default()
+                    .to_string_lossy()
+                    .into_owned(),
+            ),
+            None,
+            Some(s.clone()),
+        ),
+        Err(e) => (None, Some(e.clone()), None),
+    };
+    let rec = PairRecord {
+        version: PAIR_RESULT_VERSION,
+        step: job.step,
+        rank: job.rank,
+        timestamp: ts.to_string(),
+        target: job.target.clone(),
+        golden: job.golden.clone(),
+        table,
+        error,
+        summary,
+    };
+    let dir = pair_dir(&opts.out_dir, job.step, job.rank);
+    std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
+    let text = serde_json::to_string_pretty(&rec).expect("records serialize");
+    dumpfmt::outfile::write(&dir.join(PAIR_RESULT), text.as_bytes())?;
+    Ok(())
+}
+
+/// A pair's record as read, when it reads (anything unreadable is no record: the pair is
+/// compared again).
+fn load_record(out_dir: &Path, job: &PairJob) -> Option<PairRecord> {
+    let path = pair_dir(out_dir, job.step, job.rank).join(PAIR_RESULT);
+    // The reader's own open: a FIFO planted under the name is refused, never waited on.
+    let mut f = dumpfmt::fsio::open_regular(&path).ok()?;
+    let mut text = String::new();
+    std::io::Read::read_to_string(&mut f, &mut text).ok()?;
+    serde_json::from_str(&text).ok()
+}
+
+/// The outcome a pair's record holds, when it is one of this run: same step, rank, dump
+/// directories and timestamp, and (for a compared pair) its table still in place. `None` for
+/// a pair without a record or with one from another run.
+pub fn read_record(opts: &RunOptions, job: &PairJob, ts: &str) -> Option<PairOutcome> {
+    let rec = load_record(&opts.out_dir, job)?;
+    if rec.version != PAIR_RESULT_VERSION
+        || rec.step != job.step
+        || rec.rank != job.rank
+        || rec.timestamp != ts
+        || rec.target != job.target
+        || rec.golden != job.golden
+    {
+        return None;
+    }
+    let result = match (rec.table, rec.error, rec.summary) {
+        (Some(name), None, Some(summary)) => {
+            // A plain file name, as written: nothing else is joined to the output directory.
+            if Path::new(&name).file_name() != Some(std::ffi::OsStr::new(&name)) {
+                return None;
+            }
+            let table = step_out(&opts.out_dir, job.step).join(name);
+            if !table.is_file() {
+                return None;
+            }
+            Ok((table, summary))
+        }
+        (None, Some(e), None) => Err(e),
+        _ => return None,
+    };
+    Some(PairOutcome {
+        step: job.step,
+        rank: job.rank,
+        result,
+    })
+}
+
+/// The timestamp of a run whose pairs already have records in `opts.out_dir` (the first
+/// pair's that has one): a resumed run without a timestamp of its own continues that run.
+pub fn recorded_timestamp(opts: &RunOptions, jobs: &[PairJob]) -> Option<String> {
+    jobs.iter().find_map(|job| {
+        let rec = load_record(&opts.out_dir, job)?;
+        dumpfmt::outfile::check_timestamp(&rec.timestamp)
+            .ok()
+            .map(|()| rec.timestamp)
+    })
+}
+
+/// Compares one pair into `out/step{S}/rank{R}/`, renames its table beside it, and writes the
+/// pair's result record (also for a pair that could not be compared).
+pub fn compare_pair(
+    opts: &RunOptions,
+    job: &PairJob,
+    ts: &str,
+    progress: &dyn RunProgress,
+) -> PairOutcome {
+    compare_pair_with(opts, job, ts, progress, None)
+}
+
+/// [`compare_pair`], handing the compared pair to `sink` before its memory is freed.
+pub fn compare_pair_with(
     opts: &RunOptions,
     job: &PairJob,
     ts: &str,
     progress: &dyn RunProgress,
     sink: Option<&dyn PairSink>,
 ) -> PairOutcome {
-    let step_out = match step_dir_name(job.step) {
-        Some(d) => opts.out_dir.join(d),
-        None => opts.out_dir.clone(),
-    };
-    let work = step_out.join(format!("rank{}", job.rank));
+    let step_out = step_out(&opts.out_dir, job.step);
+    let work = pair_dir(&opts.out_dir, job.step, job.rank);
     let json_bytes = ["dump.json"]
         .iter()
         .flat_map(|f| [job.target.join(f), job.golden.join(f)])
@@ -510,15 +650,67 @@ fn run_pair(
         Ok((dest, outcome.summary))
     })();
     pp.finish();
-    PairOutcome {
+    let mut out = PairOutcome {
         step: job.step,
         rank: job.rank,
         result: result.map_err(|e| e.to_string()),
+    };
+    if let Err(e) = write_record(opts, job, ts, &out) {
+        // Without its record the pair is not done: a resumed run compares it again.
+        if out.result.is_ok() {
+            out.result = Err(format!("its result record could not be written: {e}"));
+        }
     }
+    out
+}
+
+/// A whole-run compare before any pair ran: the pairs, those left out, and the timestamp
+/// every file of the run carries.
+#[derive(Clone, Debug)]
+pub struct RunPlan {
+    pub jobs: Vec<PairJob>,
+    pub unpaired: Unpaired,
+    pub timestamp: String,
+}
+
+/// Plans a whole-run compare: checks the timestamp, pairs the two trees (an error when no
+/// pair is left), fixes the timestamp (`opts.pair.timestamp`; for a resumed run without one,
+/// that of the pairs already done; else now) and creates the output directory.
+pub fn plan_run(opts: &RunOptions, target: &RunTree, golden: &RunTree) -> Result<RunPlan> {
+    if let Some(ts) = &opts.pair.timestamp {
+        dumpfmt::outfile::check_timestamp(ts).map_err(Error::Usage)?;
+    }
+    let (jobs, unpaired) = plan(target, golden, &opts.steps, &opts.ranks)?;
+    if jobs.is_empty() {
+        return Err(Error::Usage(format!(
+            "{} and {}: no (step, rank) pair both runs hold{}",
+            opts.target.display(),
+            opts.golden.display(),
+            if opts.steps.is_empty() && opts.ranks.is_empty() {
+                String::new()
+            } else {
+                " among the selected steps and ranks".into()
+            }
+        )));
+    }
+    let timestamp = match &opts.pair.timestamp {
+        Some(ts) => ts.clone(),
+        None if opts.pair.resume => {
+            recorded_timestamp(opts, &jobs).unwrap_or_else(crate::run::timestamp_now)
+        }
+        None => crate::run::timestamp_now(),
+    };
+    std::fs::create_dir_all(&opts.out_dir).map_err(|e| Error::io(&opts.out_dir, e))?;
+    Ok(RunPlan {
+        jobs,
+        unpaired,
+        timestamp,
+    })
 }
 
 /// Compares every selected pair of two run roots, `opts.workers` at a time, and writes the
-/// run's summary.md and, per step with an origin, msprobe's `-da` JSON.
+/// run's summary.md and, per step with an origin, msprobe's `-da` JSON. With
+/// `opts.pair.resume`, pairs whose record shows them done in this run are not compared again.
 pub fn run_tree(
     opts: &RunOptions,
     target: &RunTree,
@@ -536,38 +728,32 @@ pub fn run_tree_with(
     progress: &dyn RunProgress,
     sink: Option<&dyn PairSink>,
 ) -> Result<RunOutcome> {
-    if let Some(ts) = &opts.pair.timestamp {
-        dumpfmt::outfile::check_timestamp(ts).map_err(Error::Usage)?;
-    }
-    let (mut jobs, unpaired) = plan(target, golden, &opts.steps, &opts.ranks)?;
-    if jobs.is_empty() {
-        return Err(Error::Usage(format!(
-            "{} and {}: no (step, rank) pair both runs hold{}",
-            opts.target.display(),
-            opts.golden.display(),
-            if opts.steps.is_empty() && opts.ranks.is_empty() {
-                String::new()
-            } else {
-                " among the selected steps and ranks".into()
-            }
-        )));
-    }
-    let ts = opts
-        .pair
-        .timestamp
-        .clone()
-        .unwrap_or_else(crate::run::timestamp_now);
-    std::fs::create_dir_all(&opts.out_dir).map_err(|e| Error::io(&opts.out_dir, e))?;
+    let plan = plan_run(opts, target, golden)?;
+    let ts = plan.timestamp.as_str();
+    let jobs = &plan.jobs;
     progress.total(jobs.iter().map(|j| j.bytes).sum());
+    let mut results: Vec<(usize, PairOutcome)> = Vec::with_capacity(jobs.len());
+    let mut todo: Vec<usize> = Vec::new();
+    for (i, job) in jobs.iter().enumerate() {
+        match opts
+            .pair
+            .resume
+            .then(|| read_record(opts, job, ts))
+            .flatten()
+            .filter(|o| o.result.is_ok())
+        {
+            Some(done) => {
+                progress.advance(job.bytes);
+                results.push((i, done));
+            }
+            None => todo.push(i),
+        }
+    }
     // Largest pairs first: the last worker to finish then holds a small one.
-    let order: Vec<usize> = {
-        let mut idx: Vec<usize> = (0..jobs.len()).collect();
-        idx.sort_by_key(|&i| std::cmp::Reverse(jobs[i].bytes));
-        idx
-    };
-    let next = Mutex::new(order.into_iter());
-    let results: Mutex<Vec<(usize, PairOutcome)>> = Mutex::new(Vec::with_capacity(jobs.len()));
-    let workers = opts.workers.clamp(1, jobs.len());
+    todo.sort_by_key(|&i| std::cmp::Reverse(jobs[i].bytes));
+    let workers = opts.workers.clamp(1, todo.len().max(1));
+    let next = Mutex::new(todo.into_iter());
+    let results = Mutex::new(results);
     std::thread::scope(|s| {
         for _ in 0..workers {
             s.spawn(|| {
@@ -575,7 +761,7 @@ pub fn run_tree_with(
                     let Some(i) = next.lock().unwrap().next() else {
                         break;
                     };
-                    let out = run_pair(opts, &jobs[i], &ts, progress, sink);
+                    let out = compare_pair_with(opts, &jobs[i], ts, progress, sink);
                     results.lock().unwrap().push((i, out));
                 }
             });
@@ -584,8 +770,20 @@ pub fn run_tree_with(
     let mut results = results.into_inner().unwrap();
     results.sort_by_key(|(i, _)| *i);
     let pairs: Vec<PairOutcome> = results.into_iter().map(|(_, p)| p).collect();
-    jobs.clear();
+    finish(opts, target, &plan, pairs)
+}
 
+/// Closes a whole-run compare whose pairs are done (here or elsewhere: `pairs` in the plan's
+/// order): the cross-rank view, msprobe's `-da` JSON per step with an origin, the run's
+/// summary.md and run_summary.json.
+pub fn finish(
+    opts: &RunOptions,
+    target: &RunTree,
+    plan: &RunPlan,
+    pairs: Vec<PairOutcome>,
+) -> Result<RunOutcome> {
+    let ts = plan.timestamp.as_str();
+    let unpaired = plan.unpaired.clone();
     let mut steps: BTreeMap<Option<u64>, BTreeMap<u64, &Summary>> = BTreeMap::new();
     for p in &pairs {
         if let Ok((_, s)) = &p.result {
@@ -639,11 +837,7 @@ pub fn run_tree_with(
             .map(|r| r.dir.clone());
         let Some(rank_dir) = rank_dir else { continue };
         let json = crate::run_tree_json::diff_analyze(&rank_dir, o)?;
-        let dir = match step_dir_name(v.step) {
-            Some(d) => opts.out_dir.join(d),
-            None => opts.out_dir.clone(),
-        };
-        let path = dir.join(format!("diff_analyze_{ts}.json"));
+        let path = step_out(&opts.out_dir, v.step).join(format!("diff_analyze_{ts}.json"));
         dumpfmt::outfile::write(&path, json.as_bytes())?;
         analyze_paths.push(path);
     }

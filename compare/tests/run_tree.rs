@@ -315,3 +315,76 @@ fn first_diff_classifies_calls() {
         None
     );
 }
+
+/// Each pair leaves its result record; a resumed run compares only the pairs without one (or
+/// with one of another run), and writes the very files of a run that compared every pair. The
+/// three steps driven one by one (as numprobe.cluster drives them) write the same files too.
+#[test]
+fn resume_compares_only_pairs_without_a_record_and_steps_write_the_same_files() {
+    use compare::run_tree::{PAIR_RESULT, compare_pair, finish, pair_dir, plan_run, read_record};
+    let dir = tempfile::tempdir().unwrap();
+    let (tp, gp) = (dir.path().join("t"), dir.path().join("g"));
+    let world = 4;
+    write_run(&gp, &[0], world, |_, r| rank_dump(world, r, false, false));
+    write_run(&tp, &[0], world, |_, r| rank_dump(world, r, r == 2, true));
+    let (t, g) = (
+        discover(&tp).unwrap().unwrap(),
+        discover(&gp).unwrap().unwrap(),
+    );
+    let files = |root: &Path| -> BTreeMap<String, Vec<u8>> {
+        let mut m = BTreeMap::new();
+        let mut stack = vec![root.to_path_buf()];
+        while let Some(d) = stack.pop() {
+            for e in std::fs::read_dir(&d).unwrap() {
+                let p = e.unwrap().path();
+                if p.is_dir() {
+                    stack.push(p);
+                } else {
+                    let rel = p.strip_prefix(root).unwrap().display().to_string();
+                    m.insert(rel, std::fs::read(&p).unwrap());
+                }
+            }
+        }
+        m
+    };
+    let whole = dir.path().join("whole");
+    let o = opts(&tp, &gp, &whole, 2);
+    run_tree(&o, &t, &g, &()).unwrap();
+    let reference = files(&whole);
+    for r in 0..world {
+        assert!(reference.contains_key(&format!("step0/rank{r}/{PAIR_RESULT}")));
+    }
+
+    // Step by step, as another driver runs them.
+    let stepped = dir.path().join("stepped");
+    let o = opts(&tp, &gp, &stepped, 1);
+    let plan = plan_run(&o, &t, &g).unwrap();
+    let pairs: Vec<_> = plan
+        .jobs
+        .iter()
+        .map(|j| compare_pair(&o, j, &plan.timestamp, &()))
+        .collect();
+    for j in &plan.jobs {
+        let back = read_record(&o, j, &plan.timestamp).unwrap();
+        assert!(back.result.is_ok());
+        // A record of another run's timestamp is not this run's.
+        assert!(read_record(&o, j, "20250101000000").is_none());
+    }
+    finish(&o, &t, &plan, pairs).unwrap();
+    assert_eq!(files(&stepped), reference);
+
+    // Resumed: rank 1's record is gone and rank 3's table was touched; only rank 1 is compared
+    // again (rank 3's table stays as it is: its record says it is done).
+    let mut o = opts(&tp, &gp, &whole, 2);
+    o.pair.resume = true;
+    std::fs::remove_file(pair_dir(&whole, Some(0), 1).join(PAIR_RESULT)).unwrap();
+    let t3 = whole.join("step0/compare_result_rank3_20260101000000.csv");
+    let kept = std::fs::read(&t3).unwrap();
+    std::fs::write(&t3, b"marker").unwrap();
+    let t1 = whole.join("step0/compare_result_rank1_20260101000000.csv");
+    std::fs::write(&t1, b"stale").unwrap();
+    run_tree(&o, &t, &g, &()).unwrap();
+    assert_eq!(std::fs::read(&t3).unwrap(), b"marker");
+    std::fs::write(&t3, kept).unwrap();
+    assert_eq!(files(&whole), reference);
+}

@@ -4,6 +4,7 @@
 //! tensor files are written on a background thread.
 
 mod accuracy;
+mod cluster;
 mod ptread;
 
 use std::collections::{HashMap, HashSet};
@@ -780,6 +781,7 @@ fn kernel_statistics(py: Python<'_>, dir: PathBuf, md5: bool) -> PyResult<usize>
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     accuracy::register(m)?;
     ptread::register(m)?;
+    cluster::register(m)?;
     m.add_class::<Session>()?;
     m.add_class::<TensorRec>()?;
     m.add_function(wrap_pyfunction!(recover, m)?)?;

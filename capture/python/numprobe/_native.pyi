@@ -145,3 +145,23 @@ def standard_for(
 def bare_api_name(full: str) -> Optional[str]: ...
 def detail_header() -> List[str]: ...
 def read_pt(path: _Path) -> Tuple[str, List[int], bytearray]: ...
+
+#: One planned pair of a whole-run compare: (step or None, rank, target rank dir, golden rank
+#: dir, bytes the pair reads, done by an earlier run).
+_RunPair = Tuple[Optional[int], int, str, str, int, bool]
+
+def run_compare_plan(
+    options: Dict[str, Any], timestamp: Optional[str] = None
+) -> Tuple[str, List[_RunPair]]:
+    """Plans a whole-run compare (options: target, golden, out, steps, ranks, resume,
+    fuzzy_match, tolerance, pandas, xlsx, data_mapping, api_mapping): (timestamp, pairs)."""
+def run_compare_pair(
+    options: Dict[str, Any], timestamp: str, pair: _RunPair
+) -> Tuple[bool, str, int]:
+    """Compares one pair and writes its files and result record: (compared, table path or
+    why not, error rows)."""
+def run_compare_finish(
+    options: Dict[str, Any], timestamp: str
+) -> Tuple[str, str, int, List[str]]:
+    """Writes summary.md, run_summary.json and the -da JSON from the pairs' records:
+    (origin line, summary path, exit status, per-pair lines)."""

@@ -47,7 +47,8 @@ pub struct Args {
     /// Write the result table as compare_result_{timestamp}.xlsx instead of CSV (msprobe's --xlsx).
     #[arg(long)]
     pub xlsx: bool,
-    /// Continue an interrupted tensor-mode run in the same output directory.
+    /// Continue an interrupted tensor-mode run in the same output directory (for two whole
+    /// runs, pairs whose result record shows them done with the same timestamp are skipped).
     #[arg(long)]
     pub resume: bool,
     /// Relative tolerance under which two tensors count as agreeing for the first divergence

@@ -187,19 +187,22 @@ def save_tensors(folder, prefix, element):
     walk(element)
 
 
-def main(argv: Optional[Sequence[str]] = None, prog: str = "run_ut", multi: bool = False) -> int:
+def main(argv: Optional[Sequence[str]] = None, prog: str = "run_ut", multi: bool = False,
+         parser=None, replay=None) -> int:
     """Runs msprobe's run_ut (`multi`: multi_run_ut) on command-line arguments `argv`; the exit
     status: 0 when no row is an error, 1 when a forward or backward row is, 2 for bad options
-    or unreadable inputs."""
-    args = build_parser(prog, multi).parse_args(argv)
+    or unreadable inputs. `parser` and `replay(args, job, names, sink, keep_tensors)` replace
+    the command line's parser and the replay of `names` (numprobe.cluster shards it over Ray;
+    the CSVs are written here either way)."""
+    args = (parser or build_parser(prog, multi)).parse_args(argv)
     try:
-        return _run(args)
+        return _run(args, replay)
     except (OptionError, DumpError, OSError) as e:
         print(f"{prog}: error: {e}", file=sys.stderr)
         return 2
 
 
-def _run(args):
+def _run(args, replay=None):
     if args.seed_scope == "run" and args.num_splits > 1:
         # Each API's draws depend on every API the process replayed before it, and workers
         # take APIs in no fixed order.
@@ -255,7 +258,10 @@ def _run(args):
                     save_tensors(error_dir, f"{name}.{part}", element)
 
         try:
-            run_all(job, names, sink, args.num_splits, keep_tensors=error_dir is not None)
+            if replay is None:
+                run_all(job, names, sink, args.num_splits, keep_tensors=error_dir is not None)
+            else:
+                replay(args, job, names, sink, error_dir is not None)
         finally:
             out.flush()
     print(f"run_ut replayed {tally.apis} APIs: {tally.summary()}; results in {result_path}", file=sys.stderr)
