@@ -6,7 +6,11 @@ msprobe's acc_check takes minutes per dump, so its CSVs on the same dumps are re
 testdata/run_ut_models/ (regenerate.py there remakes them, clarifications: "CI time with many
 peers"), beside the dump.json each was made from: the test first checks that its own capture
 gives exactly those API entries, so the recorded CSVs are msprobe's verdicts on the very dump
-replayed here. Module entries are not compared (the replay reads API entries only).
+replayed here. Module entries are not compared (the replay reads API entries only). The API
+names and their order never depend on the machine; their values do (torch's CPU kernels and BLAS
+take other code paths on another processor), so where this machine's capture has other values
+than the recording, msprobe's acc_check runs live on this capture instead (minutes per dump, on
+machines other than the recording's only).
 
 Asserted against msprobe: the result CSV row for row (API set and order, forward and backward
 statuses, SKIP rows and their messages); in tensor mode every details cell to the last printed
@@ -28,6 +32,8 @@ from test_run_ut import EXACT_CELLS, TESTDATA, assert_details_equal, closing_lin
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 RECORDED = os.path.join(TESTDATA, "run_ut_models")
+# msprobe 26.2's acc_check on the CPU (the script regenerate.py uses).
+ACC_CHECK = os.path.join(TESTDATA, "fixtures", "msprobe-26.2.0-cpu", "scripts", "acc_check_cpu.py")
 # (family, dump task); each captured by both tools.
 FAMILIES = (("llama", "tensor"), ("bert", "statistics"), ("gpt2", "statistics"))
 CASES = [(family, task, tool) for family, task in FAMILIES for tool in ("msprobe", "numprobe")]
@@ -53,8 +59,16 @@ def case(request, tmp_path_factory):
     ours, theirs = api_entries(dump_json), api_entries(os.path.join(recorded, "dump.json"))
     assert list(ours) == list(theirs), f"{family}-{tool}: the API entries differ from the recorded dump's"
     changed = [k for k in ours if ours[k] != theirs[k]]
-    assert not changed, (f"{family}-{tool}: {len(changed)} API entries differ from the dump msprobe's CSVs were "
-                         f"made from (first {changed[0]}); rerun testdata/run_ut_models/regenerate.py")
+    if changed:
+        # Another processor than the recording's (e.g. first Torch.matmul.0.forward's values): the
+        # recorded verdicts are not about this dump, so msprobe judges this one live.
+        print(f"{family}-{tool}: {len(changed)} API entries have other values than the recording "
+              f"(first {changed[0]}): msprobe's acc_check runs live", file=sys.stderr)
+        recorded = str(tmp / "msprobe_acc_check")
+        os.makedirs(recorded)
+        r = subprocess.run([sys.executable, ACC_CHECK, "-api_info", dump_json, "-o", recorded], cwd=str(tmp),
+                           capture_output=True, text=True)
+        assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     return task, dump_json, recorded
 
 
