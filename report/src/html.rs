@@ -461,7 +461,7 @@ pub fn write(model: &Model, input: &Input, path: &Path) -> Result<()> {
     write_page(model, &Page::of_compare(input), path)
 }
 
-/// [`write`] of any page.
+/// [`write()`] of any page.
 pub fn write_page(model: &Model, page: &Page, path: &Path) -> Result<()> {
     dumpfmt::outfile::write(path, render_page(model, page).as_bytes())?;
     Ok(())
