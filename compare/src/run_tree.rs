@@ -475,6 +475,8 @@ pub fn pair_dir(out_dir: &Path, step: Option<u64>, rank: u64) -> PathBuf {
 pub const PAIR_RESULT: &str = "pair_result.json";
 /// Version of the record's layout; a record of another version is not reused.
 const PAIR_RESULT_VERSION: u32 = 1;
+/// Largest record read back (its error text included); a bigger file is treated as no record.
+const MAX_RECORD_BYTES: u64 = 1 << 20;
 
 /// A finished pair as written to `OUT/step{S}/rank{R}/pair_result.json`, last of the pair's
 /// files and atomically: its presence is what makes the pair *done* for a resumed run, and
@@ -531,9 +533,15 @@ fn write_record(opts: &RunOptions, job: &PairJob, ts: &str, out: &PairOutcome) -
 fn load_record(out_dir: &Path, job: &PairJob) -> Option<PairRecord> {
     let path = pair_dir(out_dir, job.step, job.rank).join(PAIR_RESULT);
     // The reader's own open: a FIFO planted under the name is refused, never waited on.
-    let mut f = dumpfmt::fsio::open_regular(&path).ok()?;
+    let f = dumpfmt::fsio::open_regular(&path).ok()?;
+    // A record is a few hundred bytes; anything past the bound is not one of ours (and is not
+    // read into memory whole).
     let mut text = String::new();
-    std::io::Read::read_to_string(&mut f, &mut text).ok()?;
+    std::io::Read::read_to_string(&mut std::io::Read::take(f, MAX_RECORD_BYTES + 1), &mut text)
+        .ok()?;
+    if text.len() as u64 > MAX_RECORD_BYTES {
+        return None;
+    }
     serde_json::from_str(&text).ok()
 }
 

@@ -370,6 +370,21 @@ fn resume_compares_only_pairs_without_a_record_and_steps_write_the_same_files() 
         // A record of another run's timestamp is not this run's.
         assert!(read_record(&o, j, "20250101000000").is_none());
     }
+    // A record padded past its bound (planted, or not ours) is no record: never read whole.
+    let rec = pair_dir(&stepped, Some(0), 0).join(PAIR_RESULT);
+    let good = std::fs::read(&rec).unwrap();
+    let mut padded = good.clone();
+    padded.resize(good.len() + (2 << 20), b' ');
+    std::fs::write(&rec, &padded).unwrap();
+    assert!(
+        read_record(
+            &o,
+            plan.jobs.iter().find(|j| j.rank == 0).unwrap(),
+            &plan.timestamp
+        )
+        .is_none()
+    );
+    std::fs::write(&rec, &good).unwrap();
     finish(&o, &t, &plan, pairs).unwrap();
     assert_eq!(files(&stepped), reference);
 
