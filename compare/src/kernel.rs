@@ -758,12 +758,7 @@ impl KernelTable {
     /// The table as msprobe's CSV (pandas `to_csv`: `\n` line ends, no byte-order mark);
     /// formula cells get a leading `'` as in every CSV numprobe writes.
     pub fn to_csv(&self, name_of: &dyn Fn(&Path) -> String) -> String {
-        let mut out = String::new();
-        pyrepr::write_csv_record(COLUMNS, "\n", &mut out);
-        for row in self.cells(name_of) {
-            pyrepr::write_csv_record(row.iter(), "\n", &mut out);
-        }
-        out
+        msprobe_csv(&COLUMNS, self.cells(name_of))
     }
 
     /// Where the difference starts: the first kernel, in execution order, whose outputs differ (relative difference above
@@ -797,6 +792,17 @@ impl KernelTable {
 }
 
 /// One row as the first-divergence search sees it (tensor or statistics mode).
+/// A table as msprobe's graph-mode comparator writes it (pandas `to_csv`: `\n` line ends, no
+/// byte-order mark); formula cells get a leading `'` as in every CSV numprobe writes.
+fn msprobe_csv<const N: usize>(columns: &[&str; N], rows: Vec<[String; N]>) -> String {
+    let mut out = String::new();
+    pyrepr::write_csv_record(columns.iter(), "\n", &mut out);
+    for row in rows {
+        pyrepr::write_csv_record(row.iter(), "\n", &mut out);
+    }
+    out
+}
+
 struct DivRow<'a> {
     op_type: &'a str,
     op_name: &'a str,
@@ -1329,12 +1335,7 @@ impl StatTable {
 
     /// The table as msprobe's CSV (pandas `to_csv`: `\n` line ends, no byte-order mark).
     pub fn to_csv(&self, name_of: &dyn Fn(&Path) -> String) -> String {
-        let mut out = String::new();
-        pyrepr::write_csv_record(STAT_COLUMNS, "\n", &mut out);
-        for row in self.cells(name_of) {
-            pyrepr::write_csv_record(row.iter(), "\n", &mut out);
-        }
-        out
+        msprobe_csv(&STAT_COLUMNS, self.cells(name_of))
     }
 
     /// As [`KernelTable::first_divergence`], on the statistics: a kernel's outputs differ
