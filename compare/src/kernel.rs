@@ -456,26 +456,19 @@ fn same_inf_nan_positions<A: Copy + Into<f64>, B: Copy + Into<f64>>(x: &[A], y: 
 
 /// [`value_diff`] and [`same_inf_nan_positions`] of two float32 slices in one pass.
 fn f32_pair_scan(x: &[f32], y: &[f32]) -> (Option<f64>, bool) {
-    let mut same = true;
-    let (mut diff, mut scale, mut mismatch) = (0f64, 0f64, false);
-    for (&a, &b) in x.iter().zip(y) {
-        if !a.is_finite() || !b.is_finite() {
-            same &= a.is_nan() == b.is_nan() && a.is_infinite() == b.is_infinite();
-            mismatch |= !(a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan()));
-            continue;
-        }
-        let (a, b) = (f64::from(a), f64::from(b));
-        diff = diff.max((a - b).abs());
-        scale = scale.max(b.abs());
-    }
+    let s = crate::f32_scan::pair_scan(x, y);
     let d = if x.len() != y.len() {
         None
-    } else if mismatch {
+    } else if s.nonfinite_mismatch {
         Some(f64::INFINITY)
     } else {
-        Some(if scale > 0.0 { diff / scale } else { diff })
+        Some(if s.scale > 0.0 {
+            s.diff / s.scale
+        } else {
+            s.diff
+        })
     };
-    (d, same)
+    (d, s.same_positions)
 }
 
 /// A tensor's values for the table: float32 read in place (no copy when the bytes are
@@ -534,21 +527,14 @@ fn side_cells(f: &dumpfmt::kernel::KernelTensorFile, t: &Tensor, v: &Vals<'_>) -
         let ((max, min), mean, norm) = match v {
             // The float32 reductions of np_mean / np_norm, on the values in place.
             Vals::F32(v) => {
-                // One pass for the extremes and the squares (summed in order, as before).
-                let (mut nan, mut max, mut min, mut sq) =
-                    (false, f32::NEG_INFINITY, f32::INFINITY, 0f64);
-                for &x in v.iter() {
-                    nan |= x.is_nan();
-                    max = max.max(x);
-                    min = min.min(x);
-                    let d = f64::from(x);
-                    sq += d * d;
-                }
-                let extremes = if nan {
+                // One pass for the extremes and the squares.
+                let s = crate::f32_scan::side_scan(v);
+                let extremes = if s.nan {
                     (f64::NAN, f64::NAN)
                 } else {
-                    (f64::from(max), f64::from(min))
+                    (f64::from(s.max), f64::from(s.min))
                 };
+                let sq = s.squares;
                 (
                     extremes,
                     NpScalar::F32(ulp::elem::np_mean(&v[..])),

@@ -29,6 +29,7 @@
 pub mod cell;
 pub mod divergence;
 pub mod error;
+mod f32_scan;
 pub mod judge;
 pub mod kernel;
 pub mod matching;
