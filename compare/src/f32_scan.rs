@@ -315,9 +315,8 @@ mod tests {
             let x: Vec<f32> = v.iter().map(|p| p.0).collect();
             let mut y: Vec<f32> = v.iter().map(|p| p.1).collect();
             // Equal values (NaN and inf included) at the front: agreeing positions are common.
-            for i in 0..equal_prefix.min(y.len()) {
-                y[i] = x[i];
-            }
+            let k = equal_prefix.min(y.len());
+            y[..k].copy_from_slice(&x[..k]);
             let (got, want) = (pair_scan(&x, &y), pair_reference(&x, &y));
             prop_assert_eq!(got, want);
             prop_assert_eq!(pair_scan_impl(&x, &y), want);
