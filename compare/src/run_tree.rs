@@ -282,6 +282,12 @@ pub trait PairSink: Sync {
         compared: &crate::Compared,
         table: &Path,
     );
+
+    /// Whether a pair an earlier run finished (its table at `table`) still has what this sink
+    /// writes; a resumed run compares it again when not.
+    fn has_output(&self, _job: &PairJob, _table: &Path) -> bool {
+        true
+    }
 }
 
 /// The result of one pair.
@@ -548,6 +554,20 @@ fn load_record(out_dir: &Path, job: &PairJob) -> Option<PairRecord> {
 /// The outcome a pair's record holds, when it is one of this run: same step, rank, dump
 /// directories and timestamp, and (for a compared pair) its table still in place. `None` for
 /// a pair without a record or with one from another run.
+/// The record of a pair an earlier run of this compare finished, when a resumed run may skip
+/// it: compared without error, its table in place, and what `sink` writes still there.
+pub fn done_record(
+    opts: &RunOptions,
+    job: &PairJob,
+    ts: &str,
+    sink: Option<&dyn PairSink>,
+) -> Option<PairOutcome> {
+    read_record(opts, job, ts).filter(|o| match &o.result {
+        Ok((table, _)) => sink.is_none_or(|s| s.has_output(job, table)),
+        Err(_) => false,
+    })
+}
+
 pub fn read_record(opts: &RunOptions, job: &PairJob, ts: &str) -> Option<PairOutcome> {
     let rec = load_record(&opts.out_dir, job)?;
     if rec.version != PAIR_RESULT_VERSION
@@ -746,9 +766,8 @@ pub fn run_tree_with(
         match opts
             .pair
             .resume
-            .then(|| read_record(opts, job, ts))
+            .then(|| done_record(opts, job, ts, sink))
             .flatten()
-            .filter(|o| o.result.is_ok())
         {
             Some(done) => {
                 progress.advance(job.bytes);

@@ -73,6 +73,12 @@ impl PairSink for RunReports {
                 .push(format!("{}: {e}", path.display())),
         }
     }
+
+    fn has_output(&self, job: &PairJob, table: &Path) -> bool {
+        let dir = table.parent().unwrap_or(Path::new("."));
+        // A link planted at the page's name is not the page (the writer would refuse it).
+        std::fs::symlink_metadata(dir.join(pair_report_name(job.rank))).is_ok_and(|m| m.is_file())
+    }
 }
 
 fn write_pair(

@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::runs::{WORLD, kernel_compare, page_data, run_compare};
+use common::runs::{WORLD, compare_runs, kernel_compare, page_data, run_compare};
 use serde_json::Value;
 
 fn labels(items: &Value) -> Vec<(String, u64)> {
@@ -237,4 +237,22 @@ fn whole_run_writes_a_page_per_pair_and_an_index() {
     assert_eq!(html.matches(" org\">").count(), 1, "{html}");
     assert!(html.contains("<b>origin</b>: Torch.matmul.0.forward"));
     assert!(html.contains("Distributed.all_reduce.0.forward: received"));
+}
+
+#[test]
+fn resumed_run_writes_again_a_page_that_is_missing_and_only_that_pair() {
+    let dir = tempfile::tempdir().unwrap();
+    run_compare(dir.path());
+    let out = dir.path().join("out");
+    let lost = out.join("step1/report_rank2.html");
+    std::fs::remove_file(&lost).unwrap();
+    let (outcome, written, _) = compare_runs(dir.path(), true);
+    assert!(outcome.pairs.iter().all(|p| p.result.is_ok()));
+    // The pair whose page was lost is compared again and its page written; the others are
+    // taken from their records.
+    assert_eq!(written, vec![(Some(1), 2, lost.clone())], "{written:?}");
+    assert_eq!(page_data(&lost)["up"][1], "../report.html");
+    // A second resume has nothing left to do.
+    let (_, again, _) = compare_runs(dir.path(), true);
+    assert!(again.is_empty(), "{again:?}");
 }

@@ -153,13 +153,14 @@ fn run_compare_plan(
     py.detach(|| {
         let (_, plan) = planned(&mut opts, timestamp)?;
         let ts = plan.timestamp.clone();
+        // A pair whose report page is gone is compared again (the page needs its dumps).
+        let reports = report::run::RunReports::default();
         let rows = plan
             .jobs
             .iter()
             .map(|j| {
                 let done = opts.pair.resume
-                    && compare::run_tree::read_record(&opts, j, &ts)
-                        .is_some_and(|o| o.result.is_ok());
+                    && compare::run_tree::done_record(&opts, j, &ts, Some(&reports)).is_some();
                 (
                     j.step,
                     j.rank,

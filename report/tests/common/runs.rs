@@ -56,18 +56,28 @@ pub type Written = (Option<u64>, u64, PathBuf);
 /// through the all_reduce. Compared into `dir/out` with the reports; returns the outcome, the
 /// pages written and the index.
 pub fn run_compare(dir: &Path) -> (compare::run_tree::RunOutcome, Vec<Written>, PathBuf) {
-    let (tp, gp, out) = (dir.join("t"), dir.join("g"), dir.join("out"));
+    let (tp, gp) = (dir.join("t"), dir.join("g"));
     write_run(&gp, &[0, 1], WORLD, |_, r| {
         rank_dump(WORLD, r, false, false)
     });
     write_run(&tp, &[0, 1], WORLD, |s, r| {
         rank_dump(WORLD, r, s == 1 && r == 1, s == 1)
     });
+    compare_runs(dir, false)
+}
+
+/// Compares the runs `run_compare` wrote in `dir` again, `--resume` or not.
+pub fn compare_runs(
+    dir: &Path,
+    resume: bool,
+) -> (compare::run_tree::RunOutcome, Vec<Written>, PathBuf) {
+    let (tp, gp, out) = (dir.join("t"), dir.join("g"), dir.join("out"));
     let t = compare::run_tree::discover(&tp).unwrap().unwrap();
     let g = compare::run_tree::discover(&gp).unwrap().unwrap();
     let opts = compare::run_tree::RunOptions {
         pair: compare::CompareOptions {
             timestamp: Some("20260101000000".into()),
+            resume,
             ..Default::default()
         },
         target: tp.clone(),
