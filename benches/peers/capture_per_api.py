@@ -19,6 +19,9 @@ durably, the journal removed, the next step's session). Per recorded API = (medi
 median bare body) / entries per step (entries counted in the dump). Configurations are
 interleaved round by round; the load average is printed with each round.
 
+A workload NAME:HIDDEN:LAYERS:SEQ:BATCH builds the model at that shape (e.g. `llama:256:3:64:4`,
+a step of tens of milliseconds); `--threads 0` keeps torch's default thread count.
+
 usage: python benches/peers/capture_per_api.py [--steps 12] [--rounds 3]
            [--workloads ops,llama] [--threads 1] [--variants bare,dispatch,no_stack,full,msprobe]
 """
@@ -40,7 +43,8 @@ VARIANTS = ("bare", "dispatch", "no_stack", "full", "msprobe")
 def child(variant, workload, steps, dump, threads):
     import torch
 
-    torch.set_num_threads(threads)
+    if threads > 0:  # 0: torch's default (one per core)
+        torch.set_num_threads(threads)
     if workload == "ops":
         xs = [torch.randn(16) for _ in range(4)]
 
@@ -55,7 +59,9 @@ def child(variant, workload, steps, dump, threads):
         sys.path.insert(0, HF)
         import hf_models
 
-        model, batch = hf_models.build(workload)
+        # NAME or NAME:HIDDEN:LAYERS:SEQ:BATCH (the models at other shapes).
+        name, *shape = workload.split(":")
+        model, batch = hf_models.build(name, *(int(x) for x in shape))
         opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
 
         def step():
@@ -105,7 +111,8 @@ def main():
     p.add_argument("--steps", type=int, default=12)
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--workloads", default="ops,llama")
-    p.add_argument("--threads", default="1", help="torch thread counts, comma-separated")
+    p.add_argument("--threads", default="1",
+                   help="torch thread counts, comma-separated (0: torch's default)")
     p.add_argument("--variants", default=",".join(VARIANTS))
     p.add_argument("--child", nargs=4, metavar=("VARIANT", "WORKLOAD", "DUMP", "THREADS"))
     a = p.parse_args()

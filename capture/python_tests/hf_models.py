@@ -2,7 +2,7 @@
 downloaded) trained one AdamW step each under numprobe's or msprobe's PrecisionDebugger, so both
 tools dump the same run. Step i of the dump is model i: Llama (causal LM), BERT (sequence
 classification with a padding mask), GPT-2 (causal LM), ViT (image classification); hidden size
-64, two layers.
+64, two layers (`build` takes other sizes for benchmarks).
 
 usage: python hf_models.py numprobe|msprobe CONFIG.json
 """
@@ -14,33 +14,43 @@ import transformers as tf
 MODELS = ("llama", "bert", "gpt2", "vit")
 
 
-def build(name):
-    """The model and one batch of inputs (seeded: both tools get the same weights and data)."""
+def build(name, hidden=64, layers=2, seq=8, batch=2, image=16):
+    """The model and one batch of inputs (seeded: both tools get the same weights and data).
+
+    The defaults are the tests' tiny models; benchmarks scale `hidden` (a multiple of 4 heads),
+    `layers`, `seq`, `batch` and ViT's `image` (pixels a side, patches of 4); the padding mask
+    and the MLP width follow.
+    """
     torch.manual_seed({"llama": 1, "bert": 2, "gpt2": 3, "vit": 4}[name])
-    ids = torch.randint(0, 128, (2, 8))
+    ids = torch.randint(0, 128, (batch, seq))
+    positions = max(64, seq)
     if name == "llama":
-        cfg = tf.LlamaConfig(vocab_size=128, hidden_size=64, intermediate_size=128,
-                             num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
-                             max_position_embeddings=64)
+        cfg = tf.LlamaConfig(vocab_size=128, hidden_size=hidden, intermediate_size=2 * hidden,
+                             num_hidden_layers=layers, num_attention_heads=4,
+                             num_key_value_heads=2, max_position_embeddings=positions)
         return tf.LlamaForCausalLM(cfg), {"input_ids": ids, "labels": ids}
     if name == "bert":
-        cfg = tf.BertConfig(vocab_size=128, hidden_size=64, num_hidden_layers=2,
-                            num_attention_heads=4, intermediate_size=128,
-                            max_position_embeddings=64, hidden_dropout_prob=0.0,
+        cfg = tf.BertConfig(vocab_size=128, hidden_size=hidden, num_hidden_layers=layers,
+                            num_attention_heads=4, intermediate_size=2 * hidden,
+                            max_position_embeddings=positions, hidden_dropout_prob=0.0,
                             attention_probs_dropout_prob=0.0, num_labels=2)
-        mask = torch.ones(2, 8, dtype=torch.long)
-        mask[1, 5:] = 0  # the second sequence is padded
+        mask = torch.ones(batch, seq, dtype=torch.long)
+        mask[1, seq * 5 // 8:] = 0  # the second sequence is padded
         return tf.BertForSequenceClassification(cfg), {
-            "input_ids": ids, "attention_mask": mask, "labels": torch.tensor([0, 1])}
+            "input_ids": ids, "attention_mask": mask,
+            "labels": torch.arange(batch) % 2}
     if name == "gpt2":
-        cfg = tf.GPT2Config(vocab_size=128, n_embd=64, n_layer=2, n_head=4, n_positions=64,
-                            resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)
+        cfg = tf.GPT2Config(vocab_size=128, n_embd=hidden, n_layer=layers, n_head=4,
+                            n_positions=positions, resid_pdrop=0.0, embd_pdrop=0.0,
+                            attn_pdrop=0.0)
         return tf.GPT2LMHeadModel(cfg), {"input_ids": ids, "labels": ids}
-    cfg = tf.ViTConfig(image_size=16, patch_size=4, num_channels=3, hidden_size=64,
-                       num_hidden_layers=2, num_attention_heads=4, intermediate_size=128,
-                       hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, num_labels=3)
-    return tf.ViTForImageClassification(cfg), {"pixel_values": torch.randn(2, 3, 16, 16),
-                                               "labels": torch.tensor([0, 2])}
+    cfg = tf.ViTConfig(image_size=image, patch_size=4, num_channels=3, hidden_size=hidden,
+                       num_hidden_layers=layers, num_attention_heads=4,
+                       intermediate_size=2 * hidden, hidden_dropout_prob=0.0,
+                       attention_probs_dropout_prob=0.0, num_labels=3)
+    return tf.ViTForImageClassification(cfg), {
+        "pixel_values": torch.randn(batch, 3, image, image),
+        "labels": torch.arange(batch) * 2 % 3}
 
 
 def main():
