@@ -1,6 +1,9 @@
 """A level-L2 capture run: `python ms_kernel_net.py TOOL OUT MODE TASK [LIST] [SUMMARY_MODE]`
 with TOOL msprobe or numprobe, MODE graph (TrainOneStepCell, 2 steps in GRAPH_MODE) or jit (a
-PyNative mindspore.jit function called in 2 steps), TASK tensor or statistics, LIST kernel
+PyNative mindspore.jit function called in 2 steps), model (GRAPH_MODE,
+`Model(net, loss, opt).train(2, dataset, callbacks=[MsprobeStep(debugger)])` over a one-batch
+NumpySlicesDataset: 2 steps), model2 (the same Model trained twice, 1 then 2 epochs, with one
+MsprobeStep), TASK tensor or statistics, LIST kernel
 names joined by `,` (empty: all), SUMMARY_MODE statistics (default) or md5. MODE late: graph,
 but the net runs once before the debugger is created; MODE afterinit: graph, with the state
 mindspore.communication.init() leaves (a lone CPU process cannot run init itself). Writes
@@ -28,9 +31,9 @@ def main():
     from mindspore import nn, ops
 
     if tool == "msprobe":
-        from msprobe.mindspore import PrecisionDebugger
+        from msprobe.mindspore import MsprobeStep, PrecisionDebugger
     else:
-        from numprobe.mindspore import PrecisionDebugger
+        from numprobe.mindspore import MsprobeStep, PrecisionDebugger
     ms.set_context(mode=ms.PYNATIVE_MODE if mode == "jit" else ms.GRAPH_MODE,
                    device_target="CPU")
     ms.set_seed(0)
@@ -50,8 +53,6 @@ def main():
             return ops.relu(self.fc(x))
 
     net = Net()
-    train = nn.TrainOneStepCell(nn.WithLossCell(net, nn.MSELoss()),
-                                nn.SGD(net.trainable_params(), learning_rate=0.1))
     x = ms.Tensor(np.random.RandomState(0).randn(2, 4).astype(np.float32))
     y = ms.Tensor(np.random.RandomState(1).randn(2, 3).astype(np.float32))
 
@@ -59,6 +60,20 @@ def main():
     def f(a):
         return ops.relu(a) * 2
 
+    if mode in ("model", "model2"):
+        import mindspore.dataset as ds
+        from mindspore.train import Model
+
+        data = ds.NumpySlicesDataset({"x": x.asnumpy(), "y": y.asnumpy()}, shuffle=False).batch(2)
+        model = Model(net, nn.MSELoss(), nn.SGD(net.trainable_params(), learning_rate=0.1))
+        step_cb = MsprobeStep(debugger)
+        if mode == "model2":
+            model.train(1, data, callbacks=[step_cb])
+        model.train(2, data, callbacks=[step_cb])
+        print("done")
+        return
+    train = nn.TrainOneStepCell(nn.WithLossCell(net, nn.MSELoss()),
+                                nn.SGD(net.trainable_params(), learning_rate=0.1))
     if mode == "late":
         train(x, y)
         debugger = PrecisionDebugger(config_path=cfg_path)

@@ -47,8 +47,11 @@ def _tree(root):
     return out
 
 
-@pytest.mark.parametrize("mode", ["graph", "jit"])
+@pytest.mark.parametrize("mode", ["graph", "jit", "model", "model2"])
 def test_tensor_task_equals_msprobe(tmp_path, mode):
+    """graph/jit: the debugger's start/stop/step around each step; model: msprobe's MsprobeStep
+    callback in Model.train (2 steps); model2: the same Model trained twice with one callback
+    (msprobe restarts the iteration folders at each train)."""
     ours, theirs = tmp_path / "numprobe", tmp_path / "msprobe"
     r = _run("numprobe", ours, mode, "tensor")
     assert r.returncode == 0 and "done" in r.stdout, r.stderr[-3000:]
@@ -67,6 +70,11 @@ def test_tensor_task_equals_msprobe(tmp_path, mode):
         (a, pa), (b, pb) = split(a), split(b)
         assert pa == pb
     assert a == b
+    if mode.startswith("model"):
+        iterations = sorted(os.listdir(ours / "rank_0" / "Net" / "0"))
+        assert iterations == ["0", "1"], iterations
+        steps_in_0 = sum(k.startswith("rank_0/Net/0/0/Parameter.fc_weight.") for k in a)
+        assert steps_in_0 == (2 if mode == "model2" else 1)
     # numprobe's reader takes the tree as it is.
     exe = os.environ.get("NUMPROBE_BIN")
     if exe:
@@ -78,18 +86,21 @@ def _num(cell):
     return {"True": 1.0, "False": 0.0}.get(cell, None) if cell in ("True", "False") else float(cell)
 
 
-def test_statistics_task_on_cpu(tmp_path):
+@pytest.mark.parametrize("mode", ["graph", "model"])
+def test_statistics_task_on_cpu(tmp_path, mode):
     """msprobe's JSON, then MindSpore refuses statistic dumps on the CPU; numprobe writes the
-    same JSON and delivers statistic.csv computed from staged tensors, which it removes."""
+    same JSON and delivers statistic.csv computed from staged tensors, which it removes (also
+    step by step from MsprobeStep in Model.train)."""
     ours, theirs, tensors = tmp_path / "numprobe", tmp_path / "msprobe", tmp_path / "tensors"
-    r = _run("msprobe", theirs, "graph", "statistics")
+    r = _run("msprobe", theirs, mode, "statistics")
     assert "done" not in r.stdout and "statistic dump is only supported" in r.stderr
-    r = _run("numprobe", ours, "graph", "statistics")
+    r = _run("numprobe", ours, mode, "statistics")
     assert r.returncode == 0 and "done" in r.stdout, r.stderr[-3000:]
     with open(ours / "kernel_kbyk_dump.json") as f, open(theirs / "kernel_kbyk_dump.json") as g:
         assert json.load(f) == json.loads(g.read().replace(str(theirs), str(ours)))
     assert not list(ours.rglob("*.npy")), "staged tensors are removed"
-    r = _run("numprobe", tensors, "graph", "tensor")
+    assert sorted(p.name for p in (ours / "rank_0" / "Net" / "0").iterdir()) == ["0", "1"]
+    r = _run("numprobe", tensors, mode, "tensor")
     assert r.returncode == 0, r.stderr[-3000:]
     import csv
 

@@ -27,7 +27,12 @@ class PrecisionDebugger(DebuggerBase):
 
 class MsprobeStep(ms.train.Callback):
     """Dumps every training step of ``mindspore.train.Model``: start at step begin, stop and
-    step at step end (pass it in ``callbacks=``)."""
+    step at step end (pass it in ``callbacks=``).
+
+    At level L2, as msprobe's callback, each ``Model.train`` call restarts MindSpore's kernel-dump
+    iteration count at 0, so a second ``train`` call writes its steps into the iteration folders
+    ``0, 1, ...`` again (beside the first call's files) while the ``step`` filter keeps counting
+    steps across calls."""
 
     def __init__(self, debugger: PrecisionDebugger) -> None:
         super().__init__()
@@ -35,6 +40,8 @@ class MsprobeStep(ms.train.Callback):
 
     def on_train_begin(self, run_context: Any) -> None:
         self.debugger.start()
+        if isinstance(self.debugger.recorder, KernelDumpRecorder):
+            self.debugger.recorder.restart_iterations()
 
     def on_train_step_begin(self, run_context: Any) -> None:
         self.debugger.start()

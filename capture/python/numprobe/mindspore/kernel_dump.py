@@ -244,6 +244,12 @@ class KernelDumpRecorder:
                 why = "the code ran outside a graph or mindspore.jit"
             print(f"numprobe: level L2 dumped no kernel so far: {why}", file=sys.stderr)
 
+    def restart_iterations(self) -> None:
+        """MindSpore's iteration count (the dump tree's ``{iteration}`` folders) back to 0, what
+        msprobe's ``MsprobeStep`` does at every ``Model.train`` begin."""
+        if _DYNAMIC and self.started:
+            _set_init_iter(0)
+
     def end_step(self) -> None:
         if _DYNAMIC and self.started:
             _dump_step(1)
