@@ -67,6 +67,68 @@ fn inspect_and_stats_read_mindspores_bfloat16_files() {
 }
 
 #[test]
+fn raw_kernel_files_validate_inspect_stats_and_compare() {
+    // The bfloat16 net as Ascend's raw files (no header), with a statistic.csv naming shapes.
+    let dir = tempfile::tempdir().unwrap();
+    let raw = dir.path().join("raw");
+    testsupport::kernel_raw::raw_copy(&case("net_bf16"), &raw, true, None);
+    let o = numprobe([Path::new("validate"), &raw]);
+    assert_eq!(o.status.code(), Some(0), "{}{}", stdout(&o), stderr(&o));
+    let npy = step_file("net_bf16", "Cast.", ".output.0.DefaultFormat.BFloat16.npy");
+    let f = raw.join("rank_0/Net/0/0").join(npy.file_stem().unwrap());
+    let o = numprobe([Path::new("inspect"), &f]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(v["mindspore_dtype"], "BFloat16");
+    assert_eq!(v["shape"], serde_json::json!([2, 4]));
+    let stats = |p: &Path| {
+        let o = numprobe([
+            Path::new("stats"),
+            p,
+            Path::new("--device"),
+            Path::new("cpu"),
+        ]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        stdout(&o)
+    };
+    assert_eq!(stats(&f), stats(&npy));
+    // compare of the raw tree against the .npy one: every cell but the file names equals the
+    // compare of the .npy tree against itself.
+    let tables = |target: &Path, out: &Path| -> Vec<Vec<Vec<String>>> {
+        let o = numprobe([
+            Path::new("compare"),
+            target,
+            &case("net_bf16"),
+            Path::new("--out"),
+            out,
+        ]);
+        assert_eq!(o.status.code(), Some(0), "{}{}", stdout(&o), stderr(&o));
+        let mut files: Vec<PathBuf> = std::fs::read_dir(out)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|e| e == "csv"))
+            .collect();
+        files.sort();
+        files
+            .iter()
+            .map(|f| {
+                csv::ReaderBuilder::new()
+                    .has_headers(false)
+                    .from_path(f)
+                    .unwrap()
+                    .records()
+                    .map(|r| r.unwrap().iter().skip(2).map(str::to_owned).collect())
+                    .collect()
+            })
+            .collect()
+    };
+    let got = tables(&raw, &dir.path().join("out"));
+    assert_eq!(got.len(), 2, "a table per step");
+    assert!(got.iter().all(|t| t.len() > 10));
+    assert_eq!(got, tables(&case("net_bf16"), &dir.path().join("out_npy")));
+}
+
+#[test]
 fn compare_two_kernel_dumps_writes_msprobes_tables_and_names_the_origin() {
     let out = tempfile::tempdir().unwrap();
     let o = numprobe([

@@ -323,7 +323,7 @@ fn compare_row(
     };
     let mut load = |f: Option<&dumpfmt::kernel::KernelTensorFile>| -> Option<Tensor> {
         let f = f?;
-        match dumpfmt::tensor::read_tensor(&f.path) {
+        match f.read() {
             Ok(t) => Some(t),
             Err(e) => {
                 row.read_error = Some(e.to_string());

@@ -14,7 +14,10 @@
 //! characters are replaced there by a number that `mapping.csv` maps back. Statistics-mode dumps
 //! (GPU, Ascend) write `statistic.csv` ([`read_statistic_csv`]) instead of tensor files. bfloat16
 //! tensors are `.npy` files with the descr `'<E2'`, which numpy cannot load; [`crate::npy`] reads
-//! them.
+//! them. Raw files (the same name without `.npy`: Ascend's `file_format: "bin"`, or a dtype npy
+//! cannot hold) are the tensor's bytes with no header: the dtype comes from the name, the shape
+//! from the `statistic.csv` row of the same tensor when the folder has one, else one dimension
+//! ([`read_raw`]).
 //!
 //! Everything here treats the tree as untrusted: files are opened with
 //! [`crate::fsio::open_regular`], links are not followed out of the tree, and every malformed
@@ -26,6 +29,7 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
+use crate::tensor::TensorInfo;
 use crate::{DType, fsio};
 
 /// Input or output of a kernel.
@@ -122,6 +126,17 @@ impl KernelFileName {
         })
     }
 
+    /// Parses the name of a raw (headerless) tensor file: the grammar above without `.npy`, and
+    /// the dtype field required and one numprobe knows (it is all that says how to read the
+    /// bytes).
+    pub fn parse_raw(file_name: &str) -> Option<KernelFileName> {
+        if file_name.ends_with(".npy") || file_name.ends_with(".csv") {
+            return None;
+        }
+        let n = KernelFileName::parse(&format!("{file_name}.npy"))?;
+        n.dtype().is_some().then_some(n)
+    }
+
     /// The element type the name states, when it states one numprobe knows.
     pub fn dtype(&self) -> Option<DType> {
         self.dtype_name.as_deref().and_then(ms_dtype)
@@ -159,6 +174,22 @@ pub fn ms_dtype(name: &str) -> Option<DType> {
         "Float64" => DType::F64,
         "Complex64" => DType::C64,
         "Complex128" => DType::C128,
+        // Ascend's spellings (upper case, the tensor's original dtype).
+        "BOOL" => DType::Bool,
+        "INT8" => DType::I8,
+        "INT16" => DType::I16,
+        "INT32" => DType::I32,
+        "INT64" => DType::I64,
+        "UINT8" => DType::U8,
+        "UINT16" => DType::U16,
+        "UINT32" => DType::U32,
+        "UINT64" => DType::U64,
+        "FLOAT16" => DType::F16,
+        "BF16" => DType::BF16,
+        "FLOAT" => DType::F32,
+        "DOUBLE" => DType::F64,
+        "COMPLEX64" => DType::C64,
+        "COMPLEX128" => DType::C128,
         _ => return None,
     })
 }
@@ -179,6 +210,117 @@ pub struct KernelStep {
 pub struct KernelTensorFile {
     pub path: PathBuf,
     pub name: KernelFileName,
+    /// A raw file's shape from the folder's `statistic.csv` (`None` for `.npy` files, and for
+    /// raw files without such a row: [`read_raw`] then reads one dimension).
+    pub raw_shape: Option<Vec<usize>>,
+    /// Whether the file is raw bytes without a header (else `.npy`).
+    pub raw: bool,
+}
+
+impl KernelTensorFile {
+    /// The tensor: a `.npy` file as [`crate::tensor::read_tensor`] reads it, a raw file by
+    /// [`read_raw`] with the shape the folder's `statistic.csv` gives.
+    pub fn read(&self) -> Result<crate::Tensor> {
+        if self.raw {
+            read_raw(&self.path, &self.name, self.raw_shape.as_deref())
+        } else {
+            crate::tensor::read_tensor(&self.path)
+        }
+    }
+
+    /// dtype, shape and size without reading the payload (a `.npy` file's header; a raw file's
+    /// size), as [`crate::tensor::inspect`] gives them.
+    pub fn info(&self) -> Result<crate::tensor::FileInfo> {
+        if self.raw {
+            raw_info(&self.path, &self.name, self.raw_shape.as_deref())
+                .map(crate::tensor::FileInfo::Tensor)
+        } else {
+            crate::tensor::inspect(&self.path)
+        }
+    }
+}
+
+/// Reads a raw kernel tensor file: its bytes in the dtype `name` states, in `shape` when given
+/// and its size agrees (a `statistic.csv` row of the same tensor), else as one dimension. The
+/// size must be a whole number of elements; a dtype numprobe cannot read (`INT4`, whose packing
+/// no name states) is an error naming the file.
+pub fn read_raw(
+    path: &Path,
+    name: &KernelFileName,
+    shape: Option<&[usize]>,
+) -> Result<crate::Tensor> {
+    let file = crate::tensor::FileBytes::open_populated(path)?;
+    let len = file.bytes().len();
+    let info = raw_layout(path, name, shape, len as u64)?;
+    Ok(crate::Tensor::from_file(
+        info.dtype, info.shape, file, 0, len,
+    ))
+}
+
+/// What [`read_raw`] would read, from the file's size alone.
+pub fn raw_info(path: &Path, name: &KernelFileName, shape: Option<&[usize]>) -> Result<TensorInfo> {
+    let f = fsio::open_regular(path)?;
+    let len = f.metadata().map_err(|e| Error::io(path, e))?.len();
+    raw_layout(path, name, shape, len)
+}
+
+fn raw_layout(
+    path: &Path,
+    name: &KernelFileName,
+    shape: Option<&[usize]>,
+    len: u64,
+) -> Result<TensorInfo> {
+    let Some(dtype) = name.dtype() else {
+        return Err(Error::tensor(
+            path,
+            0,
+            format!(
+                "a raw kernel file of dtype {:?}, which numprobe cannot read without a header",
+                name.dtype_name.as_deref().unwrap_or("(none)")
+            ),
+        ));
+    };
+    let size = dtype.size() as u64;
+    if !len.is_multiple_of(size) {
+        return Err(Error::tensor(
+            path,
+            0,
+            format!(
+                "{len} bytes is not a whole number of {} elements ({size} bytes each)",
+                dtype.mindspore_name()
+            ),
+        ));
+    }
+    let numel = len / size;
+    let shape = match shape {
+        Some(s) if crate::tensor::checked_numel(s) == Some(numel) => s.to_vec(),
+        _ => vec![usize::try_from(numel).map_err(|_| Error::tensor(path, 0, "too large"))?],
+    };
+    Ok(TensorInfo {
+        dtype,
+        shape,
+        nbytes: len,
+    })
+}
+
+/// [`read_raw`] of a file found on its own (`numprobe inspect`/`stats`): the shape from the
+/// `statistic.csv` beside it, when that has the tensor's row.
+pub fn read_raw_beside(path: &Path) -> Result<crate::Tensor> {
+    let name = path
+        .file_name()
+        .and_then(|n| n.to_str())
+        .and_then(KernelFileName::parse_raw)
+        .ok_or_else(|| Error::tensor(path, 0, "not a raw kernel tensor file name"))?;
+    let csv = path.with_file_name("statistic.csv");
+    let shape = if exists_no_follow(&csv) {
+        read_statistic_csv(&csv)?
+            .iter()
+            .find(|r| r.is_row_of(&name))
+            .map(|r| r.shape.clone())
+    } else {
+        None
+    };
+    read_raw(path, &name, shape.as_deref())
 }
 
 /// A rank folder (`rank_{id}`) of a kernel dump.
@@ -355,7 +497,8 @@ fn read_dir_sorted(dir: &Path) -> Result<Vec<std::ffi::OsString>> {
 pub struct StepContents {
     /// Tensor files whose names parse, in time order (timestamp, then name).
     pub tensors: Vec<KernelTensorFile>,
-    /// `.npy` files whose names do not follow the grammar (nor map through `mapping.csv`).
+    /// `.npy` files whose names do not follow the grammar (nor map through `mapping.csv`), and
+    /// raw files of a dtype numprobe cannot read.
     pub unparsed: Vec<PathBuf>,
     /// Rows of `statistic.csv`, when the folder has one.
     pub statistics: Option<Vec<StatisticRow>>,
@@ -389,7 +532,28 @@ impl KernelStep {
                 out.statistics = Some(read_statistic_csv(&path)?);
                 continue;
             }
-            if name == "mapping.csv" || !name.ends_with(".npy") {
+            if name == "mapping.csv" {
+                continue;
+            }
+            if !name.ends_with(".npy") {
+                let raw = KernelFileName::parse_raw(name).or_else(|| {
+                    let orig = mapping.get(name)?;
+                    KernelFileName::parse_raw(orig.rsplit('/').next().unwrap_or(orig))
+                });
+                match raw {
+                    Some(name) => out.tensors.push(KernelTensorFile {
+                        path,
+                        name,
+                        raw_shape: None,
+                        raw: true,
+                    }),
+                    // Named like a tensor but of a dtype no reader knows (`INT4`): listed, so
+                    // that validate and compare say so instead of passing over it.
+                    None if KernelFileName::parse(&format!("{name}.npy")).is_some() => {
+                        out.unparsed.push(path)
+                    }
+                    None => {}
+                }
                 continue;
             }
             let stem = name.strip_suffix(".npy").unwrap_or(name);
@@ -407,8 +571,21 @@ impl KernelStep {
                     })
             });
             match parsed {
-                Some(name) => out.tensors.push(KernelTensorFile { path, name }),
+                Some(name) => out.tensors.push(KernelTensorFile {
+                    path,
+                    name,
+                    raw_shape: None,
+                    raw: false,
+                }),
                 None => out.unparsed.push(path),
+            }
+        }
+        if let Some(rows) = &out.statistics {
+            for t in out.tensors.iter_mut().filter(|t| t.raw) {
+                t.raw_shape = rows
+                    .iter()
+                    .find(|r| r.is_row_of(&t.name))
+                    .map(|r| r.shape.clone());
             }
         }
         out.tensors
@@ -531,6 +708,18 @@ impl StatisticRow {
             "{}.{}.{}.{}",
             self.op_name, self.task_id, self.io, self.slot
         )
+    }
+
+    /// Whether this row describes the tensor file `name` (same kernel, time, input/output and
+    /// slot).
+    pub fn is_row_of(&self, name: &KernelFileName) -> bool {
+        self.op_type == name.op_type
+            && self.op_name == name.op_name
+            && self.task_id == name.task_id
+            && self.stream_id == name.stream_id
+            && self.timestamp == name.timestamp
+            && self.io == name.io
+            && self.slot == name.slot
     }
 
     /// A statistic column as a number: `None` when absent; `null`/empty as NaN; `True`/`False`

@@ -69,6 +69,14 @@ pub fn inspect(path: &Path) -> Result<FileInfo> {
     match Format::of(path)? {
         Format::Npy => crate::npy::inspect(path),
         Format::Pt => crate::pt::read_info(path).map(FileInfo::Tensor),
+        Format::RawKernel => {
+            let t = crate::kernel::read_raw_beside(path)?;
+            Ok(FileInfo::Tensor(TensorInfo {
+                dtype: t.dtype(),
+                shape: t.shape().to_vec(),
+                nbytes: t.bytes().len() as u64,
+            }))
+        }
     }
 }
 
@@ -85,11 +93,13 @@ pub fn read_info(path: &Path) -> Result<TensorInfo> {
     }
 }
 
-/// Reads a `.pt` or `.npy` file (chosen by extension; other extensions by the file's magic bytes).
+/// Reads a `.pt` or `.npy` file (chosen by extension; other extensions by the file's magic bytes,
+/// a MindSpore kernel dump's raw file by its name).
 pub fn read_tensor(path: &Path) -> Result<Tensor> {
     match Format::of(path)? {
         Format::Npy => crate::npy::read(path),
         Format::Pt => crate::pt::read(path),
+        Format::RawKernel => crate::kernel::read_raw_beside(path),
     }
 }
 
@@ -99,6 +109,7 @@ pub fn open_tensor(path: &Path) -> Result<crate::pt::Stored> {
     match Format::of(path)? {
         Format::Npy => crate::npy::read(path).map(crate::pt::Stored::Dense),
         Format::Pt => crate::pt::open(path),
+        Format::RawKernel => crate::kernel::read_raw_beside(path).map(crate::pt::Stored::Dense),
     }
 }
 
@@ -106,6 +117,8 @@ pub fn open_tensor(path: &Path) -> Result<crate::pt::Stored> {
 enum Format {
     Npy,
     Pt,
+    /// A MindSpore kernel dump's raw file: no header, named by [`crate::kernel::KernelFileName`].
+    RawKernel,
 }
 
 impl Format {
@@ -114,6 +127,15 @@ impl Format {
             Some("npy") => return Ok(Format::Npy),
             Some("pt") | Some("pth") => return Ok(Format::Pt),
             _ => {}
+        }
+        // Named before sniffed: a raw file's first bytes are data and may spell anything.
+        if path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .is_some_and(|n| crate::kernel::KernelFileName::parse_raw(n).is_some())
+        {
+            crate::fsio::open_regular(path)?;
+            return Ok(Format::RawKernel);
         }
         let mut magic = [0u8; 6];
         let mut f = crate::fsio::open_regular(path)?;

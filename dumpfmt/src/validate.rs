@@ -269,7 +269,7 @@ fn validate_kernel_dump(path: &Path) -> Result<Report> {
                 report.problems.push(Problem::new(
                     p,
                     "",
-                    "not a kernel dump file name ({op_type}.{op_name}.{task_id}.{stream_id}.{timestamp}.{input|output}.{slot}.{format}[.{dtype}].npy), and not in mapping.csv",
+                    "not a kernel dump file name ({op_type}.{op_name}.{task_id}.{stream_id}.{timestamp}.{input|output}.{slot}.{format}[.{dtype}].npy, or without .npy a raw file of a dtype numprobe reads), and not in mapping.csv",
                 ));
             }
             if let Some(rows) = &contents.statistics {
@@ -278,7 +278,7 @@ fn validate_kernel_dump(path: &Path) -> Result<Report> {
             }
             for t in &contents.tensors {
                 report.tensor_files += 1;
-                match tensor::inspect(&t.path) {
+                match t.info() {
                     Ok(FileInfo::Tensor(info)) => {
                         if let Some(named) = t.name.dtype_name.as_deref() {
                             match crate::kernel::ms_dtype(named) {

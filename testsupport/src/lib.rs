@@ -8,6 +8,7 @@ pub use dumpfmt::DType;
 
 #[cfg(feature = "gpu")]
 mod gpu;
+pub mod kernel_raw;
 pub mod runs;
 #[cfg(feature = "gpu")]
 pub use gpu::{few_workgroups, gpu, open_gpu};
