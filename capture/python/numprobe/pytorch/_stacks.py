@@ -1,5 +1,5 @@
-"""Call stacks for stack.json: cached by code object and instruction offset, and journaled as a reference to
-their group when a call site repeats within a session."""
+"""Call stacks for stack.json: cached by code object and instruction offset, and journaled as a
+reference to their group when a call site repeats within a session."""
 import linecache
 import os
 import sys
