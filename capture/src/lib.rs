@@ -70,9 +70,22 @@ impl Session {
     }
 
     /// Journals `rec`, then applies it.
-    pub fn record(&mut self, rec: Record) -> Result<()> {
-        self.journal()?.append(&rec)?;
-        self.state.apply(&rec);
+    pub fn record(&mut self, mut rec: Record) -> Result<()> {
+        self.journal()?.append_lent(&mut rec)?;
+        self.state.apply_owned(rec);
+        self.dirty = true;
+        Ok(())
+    }
+
+    /// Journals `rec` and the call stack of entry `name` as that of stack group `group` with
+    /// one `write` (see [`Session::stack_ref`]), then applies both.
+    pub fn record_with_stack_ref(&mut self, rec: Record, name: String, group: usize) -> Result<()> {
+        self.check_group(&name, group)?;
+        let mut recs = [rec, Record::StackRef { name, group }];
+        self.journal()?.append_lent_all(&mut recs)?;
+        for r in recs {
+            self.state.apply_owned(r);
+        }
         self.dirty = true;
         Ok(())
     }
@@ -101,6 +114,11 @@ impl Session {
 
     /// Records the call stack of `name` as that of stack group `group`.
     pub fn stack_ref(&mut self, name: String, group: usize) -> Result<()> {
+        self.check_group(&name, group)?;
+        self.record(Record::StackRef { name, group })
+    }
+
+    fn check_group(&self, name: &str, group: usize) -> Result<()> {
         if group >= self.state.stack_group_count() {
             return Err(Error::Journal {
                 path: self.dir.join(journal::FILE_NAME),
@@ -108,7 +126,7 @@ impl Session {
                 msg: format!("stack group {group} does not exist (entry {name})"),
             });
         }
-        self.record(Record::StackRef { name, group })
+        Ok(())
     }
 
     /// Writes the JSON files from everything recorded so far (nothing to do when no record
@@ -259,8 +277,9 @@ pub fn recover_with(dir: &Path, opts: RecoverOptions) -> Result<Vec<Recovered>> 
     for j in journals {
         let replay = journal::read(&j)?;
         let mut state = DumpState::new();
-        for r in &replay.records {
-            state.apply(r);
+        let records = replay.records.len();
+        for r in replay.records {
+            state.apply_owned(r);
         }
         let rank_dir = j.parent().unwrap_or(Path::new(".")).to_path_buf();
         let unfilled = state.unfilled_records();
@@ -279,7 +298,7 @@ pub fn recover_with(dir: &Path, opts: RecoverOptions) -> Result<Vec<Recovered>> 
         };
         out.push(Recovered {
             dir: rank_dir,
-            records: replay.records.len(),
+            records,
             entries,
             ignored_tail: replay.ignored_tail,
             damaged_frames: replay.damaged_frames,

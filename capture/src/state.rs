@@ -204,7 +204,7 @@ impl DumpState {
     }
 
     /// Inserts `body`'s keys into entry `name` (the replay rule of [`Record::Entry`]).
-    fn merge_entry(&mut self, name: &str, body: &Map, reinsert: bool) {
+    fn merge_entry(&mut self, name: &str, body: Map, reinsert: bool) {
         let at = self.index.get(name).copied();
         let i = match (at, reinsert) {
             (Some(i), true) => {
@@ -217,13 +217,15 @@ impl DumpState {
             }
             (Some(i), false) => i,
             (None, _) => {
-                self.push_slot(name, Map::with_capacity(body.len()));
-                self.slots.len() - 1
+                // A new entry is the body itself: a `Map`'s keys are unique (a Python dict's,
+                // or a parsed object's, whose duplicate keys keep the last value).
+                self.push_slot(name, body);
+                return;
             }
         };
         if let Some((_, m)) = self.slots[i].as_mut() {
-            for (k, v) in body.iter() {
-                m.insert(k.clone(), v.clone());
+            for (k, v) in body.into_entries() {
+                m.insert(k, v);
             }
         }
     }
@@ -257,26 +259,43 @@ impl DumpState {
     /// Applies one record (the replay rule of every kind).
     pub fn apply(&mut self, rec: &Record) {
         match rec {
-            Record::Meta(m) => self.meta = Some(m.clone()),
+            Record::Entry { .. } | Record::PendingEntry { .. } => self.apply_owned(rec.clone()),
+            other => self.apply_ref(other),
+        }
+    }
+
+    /// [`apply`](DumpState::apply), moving an entry's body into the state instead of copying
+    /// it (the capture path: each recorded API applies two bodies).
+    pub fn apply_owned(&mut self, rec: Record) {
+        match rec {
             Record::Entry {
                 name,
                 body,
                 reinsert,
-            } => self.merge_entry(name, body, *reinsert),
+            } => self.merge_entry(&name, body, reinsert),
             Record::PendingEntry {
                 name,
                 body,
                 reinsert,
                 pending,
             } => {
-                self.merge_entry(name, body, *reinsert);
-                for &id in pending {
+                self.merge_entry(&name, body, reinsert);
+                for id in pending {
                     let names = self.pending.entry(id).or_default();
-                    if !names.contains(name) {
+                    if !names.contains(&name) {
                         names.push(name.clone());
                     }
                 }
             }
+            other => self.apply_ref(&other),
+        }
+    }
+
+    /// The replay rule of the kinds other than entries.
+    fn apply_ref(&mut self, rec: &Record) {
+        match rec {
+            Record::Meta(m) => self.meta = Some(m.clone()),
+            Record::Entry { .. } | Record::PendingEntry { .. } => self.apply_owned(rec.clone()),
             Record::Fill(fills) => self.apply_fills(fills),
             Record::Remove { name } => {
                 if let Some(i) = self.index.remove(name.as_str()) {

@@ -88,6 +88,22 @@ fn records_round_trip_through_encode_decode() {
 }
 
 #[test]
+fn lent_encoding_equals_the_copying_one_and_gives_the_body_back() {
+    let mut pending = sample_records();
+    pending.push(Record::PendingEntry {
+        name: "Torch.add.0.forward".into(),
+        body: Map::new().with("output", Value::Array(vec![Value::Int(1)])),
+        reinsert: true,
+        pending: vec![3, 4],
+    });
+    for r in pending {
+        let mut lent = r.clone();
+        assert_eq!(lent.encode_lent(), r.encode());
+        assert_eq!(lent, r);
+    }
+}
+
+#[test]
 fn replay_follows_msprobe_ordering() {
     let mut s = DumpState::new();
     for r in sample_records() {
@@ -261,6 +277,43 @@ fn recover_rebuilds_what_the_session_wrote() {
             .len(),
         2
     );
+}
+
+#[test]
+fn an_entry_with_its_stack_reference_is_two_frames_of_one_write() {
+    let root = tempfile::tempdir().unwrap();
+    let one = root.path().join("one");
+    let two = root.path().join("two");
+    let mut a = Session::create(&one, meta()).unwrap();
+    let mut b = Session::create(&two, meta()).unwrap();
+    let frames = vec!["File a.py, line 1, in f, \n x".to_string()];
+    for s in [&mut a, &mut b] {
+        s.record(entry(
+            "Torch.add.0.forward",
+            "input_args",
+            Value::Null,
+            false,
+        ))
+        .unwrap();
+        s.stack("Torch.add.0.forward".into(), frames.clone())
+            .unwrap();
+    }
+    let e = entry("Torch.add.1.forward", "input_args", Value::Int(2), false);
+    a.record(e.clone()).unwrap();
+    a.stack_ref("Torch.add.1.forward".into(), 0).unwrap();
+    b.record_with_stack_ref(e, "Torch.add.1.forward".into(), 0)
+        .unwrap();
+    // A group that does not exist is refused, as by stack_ref.
+    let bad = entry("Torch.add.2.forward", "input_args", Value::Null, false);
+    assert!(
+        b.record_with_stack_ref(bad, "Torch.add.2.forward".into(), 7)
+            .is_err()
+    );
+    let ja = std::fs::read(one.join(journal::FILE_NAME)).unwrap();
+    let jb = std::fs::read(two.join(journal::FILE_NAME)).unwrap();
+    assert_eq!(ja, jb);
+    assert_eq!(a.state().stack_value(), b.state().stack_value());
+    assert_eq!(a.state().data(), b.state().data());
 }
 
 #[test]

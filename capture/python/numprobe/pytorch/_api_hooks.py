@@ -22,6 +22,7 @@ from ._reentry import set_busy as _set_busy
 from .risk import is_recorded_at
 
 _NO_TORCH_FUNCTION = torch._C.DisableTorchFunction
+_TF_ALL_OFF = getattr(torch._C, "_is_torch_function_all_disabled", None)  # torch 2.4 on
 # The torch-function mode stack, to run a recorded API's original without our mode on it.
 _MODE_STACK_LEN = torch._C._len_torch_function_stack
 _MODE_AT = torch._C._get_function_stack_at
@@ -281,21 +282,34 @@ class ApiHooks:
         modes = cfg.modes
         _set_busy(True)
         try:
-            self._begin_entry(entry)
+            if self.may_save:
+                self._begin_entry(entry)
             ignore = _DIST_IGNORE.get(name, ((), (), ())) if prefix == "Distributed" else None
+            stacked = "forward" in modes and cfg.extra_info
+            if stacked:
+                skey, frames = self.stack(getattr(func, "__code__", None))
+                # A call site seen before in this session: its stack reference goes into the
+                # journal with the input entry, in one write.
+                gid = self.stack_gids.get(skey)
             if "forward" in modes and "input" in modes:
                 in_args = _masked(args, ignore[0]) if ignore else args
                 in_kwargs = ({k: (None if k in ignore[1] else v) for k, v in kwargs.items()}
                              if ignore else kwargs)
-                body = {
-                    "input_args": [self.value(a, entry, ("input", i))
-                                   for i, a in enumerate(in_args)],
-                    "input_kwargs": {k: self.value(v, entry, ("kwargs", k), k)
-                                     for k, v in in_kwargs.items()},
-                }
-                self._entry(entry, body)
-            if "forward" in modes and cfg.extra_info:
-                self._record_stack(entry, *self.stack(getattr(func, "__code__", None)))
+                # One context for all the arguments' tensors instead of one each.
+                with _NO_TORCH_FUNCTION():
+                    body = {
+                        "input_args": [self.value(a, entry, ("input", i))
+                                       for i, a in enumerate(in_args)],
+                        "input_kwargs": {k: self.value(v, entry, ("kwargs", k), k)
+                                         for k, v in in_kwargs.items()},
+                    }
+                if stacked and gid is not None:
+                    if self._entry(entry, body, stack_group=gid):
+                        stacked = False
+                else:
+                    self._entry(entry, body)
+            if stacked:
+                self._record_stack(entry, skey, frames)
         finally:
             _set_busy(False)
         if self.async_storages:
@@ -303,19 +317,21 @@ class ApiHooks:
         out = self._run(func, args, kwargs, inner_busy)
         _set_busy(True)
         try:
-            self._begin_entry(entry)
-            if "forward" in modes and "output" in modes:
-                if ignore is not None:
-                    # A collective works in place: msprobe records its arguments after the
-                    # call (positional, then the keywords' values) as the outputs.
-                    outs = _masked(list(args) + list(kwargs.values()), ignore[2])
-                    body = {"output": [self.value(o, entry, ("output", i))
-                                       for i, o in enumerate(outs)]}
-                else:
-                    body = {"output": self.outputs(out, entry)}
-                self._entry(entry, body)
-            if "backward" in modes and torch.is_grad_enabled():
-                self._hook_backward(f"{key}.{n}.backward", prefix, name, out, args, kwargs)
+            if self.may_save:
+                self._begin_entry(entry)
+            with _NO_TORCH_FUNCTION():
+                if "forward" in modes and "output" in modes:
+                    if ignore is not None:
+                        # A collective works in place: msprobe records its arguments after
+                        # the call (positional, then the keywords' values) as the outputs.
+                        outs = _masked(list(args) + list(kwargs.values()), ignore[2])
+                        body = {"output": [self.value(o, entry, ("output", i))
+                                           for i, o in enumerate(outs)]}
+                    else:
+                        body = {"output": self.outputs(out, entry)}
+                    self._entry(entry, body)
+                if "backward" in modes and torch.is_grad_enabled():
+                    self._hook_backward(f"{key}.{n}.backward", prefix, name, out, args, kwargs)
         finally:
             _set_busy(False)
         return out
@@ -356,10 +372,14 @@ class ApiHooks:
         if t is None:
             return
         # Read without the mode: each tensor attribute would otherwise go through it.
-        with _NO_TORCH_FUNCTION():
-            if not t.requires_grad or t.grad_fn is None:
-                return
-            grad_fn = t.grad_fn
+        tf_off = _TF_ALL_OFF is not None and _TF_ALL_OFF()
+        if tf_off:
+            grad_fn = t.grad_fn if t.requires_grad else None
+        else:
+            with _NO_TORCH_FUNCTION():
+                grad_fn = t.grad_fn if t.requires_grad else None
+        if grad_fn is None:
+            return
         if prefix == "Functional" and name == "dropout":
             p = args[1] if len(args) > 1 else kwargs.get("p", 0.5)
             if p == 0:
@@ -391,5 +411,8 @@ class ApiHooks:
             finally:
                 _set_busy(False)
 
-        with _NO_TORCH_FUNCTION():
+        if tf_off:
             grad_fn.register_hook(hook)
+        else:
+            with _NO_TORCH_FUNCTION():
+                grad_fn.register_hook(hook)

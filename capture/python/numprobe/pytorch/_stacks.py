@@ -1,5 +1,5 @@
-"""Call stacks for stack.json: cached by code object and line, and journaled as a reference to
-their group when a call site repeats within a session."""
+"""Call stacks for stack.json: cached by code object and instruction offset, and journaled as a
+reference to their group when a call site repeats within a session."""
 import linecache
 import os
 import sys
@@ -22,7 +22,7 @@ class Stacks:
 
     def stack(self, skip_code=None):
         """The caller's frames (from two levels up) as stack.json lines, and the key they are
-        cached under: the ids of the frames' code objects and their line numbers, packed by
+        cached under: the ids of the frames' code objects and their instruction offsets, packed by
         the native walk (the cached value keeps the code objects alive, so an id cannot be
         reused while it is a key)."""
         key = _stack_key(sys._getframe(2), id(skip_code))

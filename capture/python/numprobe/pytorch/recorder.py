@@ -21,8 +21,8 @@ them:
 Statistics are computed on the training thread, before the API runs (inputs) and right after
 it (outputs), unless the device or the statistics thread takes them: the journal holds every
 entry whose hook has returned, so a process killed at any point keeps every API recorded before
-the kill. Call stacks are cached by code object and line, and a repeated stack is journaled as
-a reference to its group.
+the kill. Call stacks are cached by code object and instruction offset, and a repeated stack
+is journaled as a reference to its group.
 """
 import torch
 
@@ -155,14 +155,22 @@ class Recorder(StepSession, ApiHooks, ModuleHooks, Values, DeviceStats, StatsThr
         self.scope_state = state
         return False
 
-    def _entry(self, name, body, reinsert=False):
+    def _entry(self, name, body, reinsert=False, stack_group=None):
+        """Records `body` into entry `name`; with `stack_group`, `name`'s call stack as that
+        group's too (one journal write). Returns whether the stack was recorded."""
+        recorded = False
         # task structure: construct.json and stack.json only, dump.json keeps "data": {}.
         if self.cfg.task != "structure":
-            self.session.entry(name, body, reinsert)
+            if stack_group is None:
+                self.session.entry(name, body, reinsert)
+            else:
+                self.session.entry(name, body, reinsert, stack_group)
+                recorded = True
         # Past the bound, pending device statistics are read back here, where the entries of
         # all of them are journaled (a fill must follow its placeholder in the journal).
         if self._dev_count >= self.device_stats_bound:
             self.flush_device_stats()
+        return recorded
 
     saving_entry = None  # the entry whose tensors are saved as files now
 
