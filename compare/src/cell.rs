@@ -2,8 +2,8 @@
 //! judgement rules treat a float `inf` differently from the text `inf`, and the CSV
 //! writer prints an integer in a float column as `3.0`.
 
-use crate::pyfmt::str_repr;
 use pyrepr::repr_f64;
+use pyrepr::str_repr;
 
 #[derive(Clone, Debug, PartialEq)]
 pub enum Cell {

@@ -379,7 +379,7 @@ pub fn value_cell(v: &Value) -> Cell {
                 .map(|(k, v)| {
                     format!(
                         "{}: {}",
-                        crate::pyfmt::str_repr(&k.to_string_lossy()),
+                        pyrepr::str_repr(&k.to_string_lossy()),
                         value_cell(v).py_repr()
                     )
                 })
@@ -389,7 +389,8 @@ pub fn value_cell(v: &Value) -> Cell {
     }
 }
 
-fn py_type_name(v: Option<&Value>) -> &'static str {
+/// `str(type(v))` of the Python value a dump.json value stands for (`None` for absent).
+pub fn py_type_name(v: Option<&Value>) -> &'static str {
     match v {
         None | Some(Value::Null) => "<class 'NoneType'>",
         Some(Value::Bool(_)) => "<class 'bool'>",

@@ -264,6 +264,40 @@ pub fn write_json_str(s: &str, out: &mut String) {
     out.push('"');
 }
 
+/// Python's `repr()` of a str, as `str()` of a list or dict prints its strings: single quotes
+/// unless the text holds a single quote and no double quote; `\\`, `\n`, `\r`, `\t` and the
+/// quote escaped; the Latin-1 characters Python does not print (C0 and C1 controls, DEL,
+/// no-break space, soft hyphen) as `\xhh`. Other non-printable characters above U+00FF (rare in
+/// API arguments) stay as they are, where Python would escape them.
+pub fn str_repr(s: &str) -> String {
+    let quote = if s.contains('\'') && !s.contains('"') {
+        '"'
+    } else {
+        '\''
+    };
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push(quote);
+    for c in s.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if c == quote => {
+                out.push('\\');
+                out.push(c);
+            }
+            '\0'..='\u{1f}' | '\u{7f}'..='\u{a0}' | '\u{ad}' => {
+                use std::fmt::Write as _;
+                let _ = write!(out, "\\x{:02x}", c as u32);
+            }
+            c => out.push(c),
+        }
+    }
+    out.push(quote);
+    out
+}
+
 /// Python's `repr()` (same as `str()`) of a tuple of ints, which is how numpy shapes print:
 /// `()`, `(3,)`, `(2, 3)`.
 pub fn shape_tuple(shape: &[usize]) -> String {

@@ -43,35 +43,6 @@ impl Dict {
     }
 }
 
-/// Python's `repr` of a str (single quotes unless the text holds one and no double quote).
-fn py_repr_str(s: &str) -> String {
-    let q = if s.contains('\'') && !s.contains('"') {
-        '"'
-    } else {
-        '\''
-    };
-    let mut out = String::with_capacity(s.len() + 2);
-    out.push(q);
-    for c in s.chars() {
-        match c {
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            c if c == q => {
-                out.push('\\');
-                out.push(c);
-            }
-            c if (c as u32) < 0x20 || c as u32 == 0x7f => {
-                out.push_str(&format!("\\x{:02x}", c as u32));
-            }
-            c => out.push(c),
-        }
-    }
-    out.push(q);
-    out
-}
-
 /// Python's `repr` of a parsed JSON value.
 pub fn py_repr(v: &Value) -> String {
     match v {
@@ -80,7 +51,7 @@ pub fn py_repr(v: &Value) -> String {
         Value::Int(i) => i.to_string(),
         Value::BigInt(d) => d.to_string(),
         Value::Float(f) => pyrepr::repr_f64(*f),
-        Value::Str(s) => py_repr_str(&s.to_string_lossy()),
+        Value::Str(s) => pyrepr::str_repr(&s.to_string_lossy()),
         Value::Array(a) => {
             let items: Vec<String> = a.iter().map(py_repr).collect();
             format!("[{}]", items.join(", "))
@@ -88,7 +59,7 @@ pub fn py_repr(v: &Value) -> String {
         Value::Object(m) => {
             let items: Vec<String> = m
                 .iter()
-                .map(|(k, v)| format!("{}: {}", py_repr_str(&k.to_string_lossy()), py_repr(v)))
+                .map(|(k, v)| format!("{}: {}", pyrepr::str_repr(&k.to_string_lossy()), py_repr(v)))
                 .collect();
             format!("{{{}}}", items.join(", "))
         }
@@ -115,18 +86,6 @@ fn truthy(v: &Value) -> bool {
         Value::Str(s) => !s.as_bytes().is_empty(),
         Value::Array(a) => !a.is_empty(),
         Value::Object(m) => !m.is_empty(),
-    }
-}
-
-fn type_name(v: Option<&Value>) -> &'static str {
-    match v {
-        None | Some(Value::Null) => "<class 'NoneType'>",
-        Some(Value::Bool(_)) => "<class 'bool'>",
-        Some(Value::Int(_)) | Some(Value::BigInt(_)) => "<class 'int'>",
-        Some(Value::Float(_)) => "<class 'float'>",
-        Some(Value::Str(_)) => "<class 'str'>",
-        Some(Value::Array(_)) => "<class 'list'>",
-        Some(Value::Object(_)) => "<class 'dict'>",
     }
 }
 
@@ -241,7 +200,10 @@ fn gen_item(op: &Map, op_name: &str) -> Item {
                 }
             }
             _ => {
-                d.set("dtype", PyVal::Text(type_name(value).into()));
+                d.set(
+                    "dtype",
+                    PyVal::Text(compare::model::py_type_name(value).into()),
+                );
                 d.set("shape", PyVal::Text("[]".into()));
                 for s in STATS {
                     d.set(s, value.map_or(PyVal::None, pyval));
