@@ -18,14 +18,7 @@ fn write_step(dir: &Path, tensors: usize, n: usize) -> std::io::Result<()> {
             1_796_000_000_000_000u64 + k as u64
         ));
         let mut f = std::io::BufWriter::with_capacity(1 << 22, std::fs::File::create(&path)?);
-        let mut header = format!("{{'descr': '<f4', 'fortran_order': False, 'shape': ({n},), }}");
-        while (10 + header.len() + 1) % 64 != 0 {
-            header.push(' ');
-        }
-        header.push('\n');
-        f.write_all(b"\x93NUMPY\x01\x00")?;
-        f.write_all(&(header.len() as u16).to_le_bytes())?;
-        f.write_all(header.as_bytes())?;
+        f.write_all(&dumpfmt::npy::header_bytes(dumpfmt::DType::F32, &[n]))?;
         let mut buf = Vec::with_capacity(1 << 20);
         for i in 0..n {
             buf.extend_from_slice(&(((i % 4093) as f32) * 0.37).sin().to_le_bytes());

@@ -20,14 +20,7 @@ fn cpu_seconds() -> f64 {
 
 fn write_npy(path: &Path, n: usize, scale: f32) -> std::io::Result<()> {
     let mut f = std::io::BufWriter::with_capacity(1 << 22, std::fs::File::create(path)?);
-    let mut header = format!("{{'descr': '<f4', 'fortran_order': False, 'shape': ({n},), }}");
-    while (10 + header.len() + 1) % 64 != 0 {
-        header.push(' ');
-    }
-    header.push('\n');
-    f.write_all(b"\x93NUMPY\x01\x00")?;
-    f.write_all(&(header.len() as u16).to_le_bytes())?;
-    f.write_all(header.as_bytes())?;
+    f.write_all(&dumpfmt::npy::header_bytes(dumpfmt::DType::F32, &[n]))?;
     let mut buf = Vec::with_capacity(1 << 20);
     for i in 0..n {
         buf.extend_from_slice(&(((i % 4093) as f32 * 0.37).sin() * scale).to_le_bytes());
