@@ -21,7 +21,8 @@ const BASIC: [&str; 8] = [
     "NPU Requires_grad",
     "Bench Requires_grad",
 ];
-const DIFFS: [&str; 8] = [
+/// The statistics-mode difference columns, in msprobe's order (API and kernel tables alike).
+pub const STAT_DIFF_COLUMNS: [&str; 8] = [
     "Max diff",
     "Min diff",
     "Mean diff",
@@ -47,7 +48,7 @@ pub fn header(mode: Mode, stack: bool) -> Vec<String> {
     let mut h: Vec<&str> = BASIC.to_vec();
     match mode {
         Mode::Statistics => {
-            h.extend(DIFFS);
+            h.extend(STAT_DIFF_COLUMNS);
             h.extend(STATS);
         }
         Mode::Tensor => {

@@ -412,16 +412,7 @@ fn py_json_obj(pairs: &[(String, String)]) -> String {
 
 fn compare_columns(mode: Mode) -> Vec<&'static str> {
     let mut cols: Vec<&'static str> = match mode {
-        Mode::Statistics => vec![
-            "Max diff",
-            "Min diff",
-            "Mean diff",
-            "L2norm diff",
-            "MaxRelativeErr",
-            "MinRelativeErr",
-            "MeanRelativeErr",
-            "NormRelativeErr",
-        ],
+        Mode::Statistics => compare::table::STAT_DIFF_COLUMNS.to_vec(),
         Mode::Tensor => compare::tensor::METRIC_COLUMNS.to_vec(),
         Mode::Md5 => vec!["Result"],
     };
