@@ -306,6 +306,17 @@ fn raw_layout(
 /// [`read_raw`] of a file found on its own (`numprobe inspect`/`stats`): the shape from the
 /// `statistic.csv` beside it, when that has the tensor's row.
 pub fn read_raw_beside(path: &Path) -> Result<crate::Tensor> {
+    let (name, shape) = raw_name_and_shape_beside(path)?;
+    read_raw(path, &name, shape.as_deref())
+}
+
+/// [`raw_info`] of a file found on its own, as [`read_raw_beside`] would read it.
+pub fn raw_info_beside(path: &Path) -> Result<TensorInfo> {
+    let (name, shape) = raw_name_and_shape_beside(path)?;
+    raw_info(path, &name, shape.as_deref())
+}
+
+fn raw_name_and_shape_beside(path: &Path) -> Result<(KernelFileName, Option<Vec<usize>>)> {
     let name = path
         .file_name()
         .and_then(|n| n.to_str())
@@ -320,7 +331,7 @@ pub fn read_raw_beside(path: &Path) -> Result<crate::Tensor> {
     } else {
         None
     };
-    read_raw(path, &name, shape.as_deref())
+    Ok((name, shape))
 }
 
 /// A rank folder (`rank_{id}`) of a kernel dump.
@@ -580,11 +591,19 @@ impl KernelStep {
                 None => out.unparsed.push(path),
             }
         }
-        if let Some(rows) = &out.statistics {
+        if let Some(rows) = &out.statistics
+            && out.tensors.iter().any(|t| t.raw)
+        {
+            // Indexed once: a step may hold tens of thousands of tensors and rows.
+            let by_time: HashMap<u64, Vec<&StatisticRow>> =
+                rows.iter().fold(HashMap::new(), |mut m, r| {
+                    m.entry(r.timestamp).or_default().push(r);
+                    m
+                });
             for t in out.tensors.iter_mut().filter(|t| t.raw) {
-                t.raw_shape = rows
-                    .iter()
-                    .find(|r| r.is_row_of(&t.name))
+                t.raw_shape = by_time
+                    .get(&t.name.timestamp)
+                    .and_then(|rs| rs.iter().find(|r| r.is_row_of(&t.name)))
                     .map(|r| r.shape.clone());
             }
         }

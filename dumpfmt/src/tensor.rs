@@ -69,14 +69,7 @@ pub fn inspect(path: &Path) -> Result<FileInfo> {
     match Format::of(path)? {
         Format::Npy => crate::npy::inspect(path),
         Format::Pt => crate::pt::read_info(path).map(FileInfo::Tensor),
-        Format::RawKernel => {
-            let t = crate::kernel::read_raw_beside(path)?;
-            Ok(FileInfo::Tensor(TensorInfo {
-                dtype: t.dtype(),
-                shape: t.shape().to_vec(),
-                nbytes: t.bytes().len() as u64,
-            }))
-        }
+        Format::RawKernel => crate::kernel::raw_info_beside(path).map(FileInfo::Tensor),
     }
 }
 
@@ -134,7 +127,6 @@ impl Format {
             .and_then(|n| n.to_str())
             .is_some_and(|n| crate::kernel::KernelFileName::parse_raw(n).is_some())
         {
-            crate::fsio::open_regular(path)?;
             return Ok(Format::RawKernel);
         }
         let mut magic = [0u8; 6];
