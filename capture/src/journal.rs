@@ -323,6 +323,31 @@ impl Record {
     }
 }
 
+/// The payload of a [`Record::Entry`] whose body values are rendered already (`body`: each key
+/// with its value's text, see [`crate::state::RenderedBody`]): the same record as
+/// [`Record::encode`] gives, with the values' text spliced in rather than encoded again.
+pub fn entry_payload<'a>(
+    name: &str,
+    body: impl IntoIterator<Item = (&'a json::Str, &'a [u8])>,
+    reinsert: bool,
+) -> Vec<u8> {
+    let mut out = Vec::with_capacity(1024);
+    out.push(K_ENTRY);
+    out.push(b'[');
+    json::write_python_str(&json::Str::from(name), &mut out);
+    out.extend_from_slice(b",{");
+    for (n, (k, t)) in body.into_iter().enumerate() {
+        if n > 0 {
+            out.push(b',');
+        }
+        json::write_python_str(k, &mut out);
+        out.push(b':');
+        out.extend_from_slice(t);
+    }
+    out.extend_from_slice(if reinsert { b"},true]" } else { b"},false]" });
+    out
+}
+
 /// Appends frames to a journal file.
 pub struct JournalWriter {
     file: File,
@@ -397,6 +422,16 @@ impl JournalWriter {
         for rec in recs.iter_mut() {
             let payload = rec.encode_lent();
             self.push_frame(&payload)?;
+        }
+        self.flush_frames()
+    }
+
+    /// Appends pre-encoded payloads (see [`Record::encode`], [`entry_payload`]) with one
+    /// `write` call.
+    pub fn append_payloads(&mut self, payloads: &[&[u8]]) -> Result<()> {
+        self.frame.clear();
+        for p in payloads {
+            self.push_frame(p)?;
         }
         self.flush_frames()
     }

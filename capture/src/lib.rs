@@ -70,21 +70,69 @@ impl Session {
     }
 
     /// Journals `rec`, then applies it.
-    pub fn record(&mut self, mut rec: Record) -> Result<()> {
-        self.journal()?.append_lent(&mut rec)?;
-        self.state.apply_owned(rec);
-        self.dirty = true;
-        Ok(())
+    pub fn record(&mut self, rec: Record) -> Result<()> {
+        match rec {
+            Record::Entry {
+                name,
+                body,
+                reinsert,
+            } => self.record_entry(name, body, reinsert, None),
+            mut rec => {
+                self.journal()?.append_lent(&mut rec)?;
+                self.state.apply_owned(rec);
+                self.dirty = true;
+                Ok(())
+            }
+        }
     }
 
     /// Journals `rec` and the call stack of entry `name` as that of stack group `group` with
     /// one `write` (see [`Session::stack_ref`]), then applies both.
     pub fn record_with_stack_ref(&mut self, rec: Record, name: String, group: usize) -> Result<()> {
         self.check_group(&name, group)?;
+        let rec = match rec {
+            Record::Entry {
+                name: entry,
+                body,
+                reinsert,
+            } if entry == name => return self.record_entry(entry, body, reinsert, Some(group)),
+            other => other,
+        };
         let mut recs = [rec, Record::StackRef { name, group }];
         self.journal()?.append_lent_all(&mut recs)?;
         for r in recs {
             self.state.apply_owned(r);
+        }
+        self.dirty = true;
+        Ok(())
+    }
+
+    /// An entry record: its body rendered once, for the journal frame and the state (see
+    /// [`state::RenderedBody`]); with `group`, its stack reference in the same `write`.
+    fn record_entry(
+        &mut self,
+        name: String,
+        body: dumpfmt::json::Map,
+        reinsert: bool,
+        group: Option<usize>,
+    ) -> Result<()> {
+        let body = state::render_body(body);
+        let payload = journal::entry_payload(&name, body.iter(), reinsert);
+        match group {
+            Some(g) => {
+                let stack = Record::StackRef {
+                    name: name.clone(),
+                    group: g,
+                }
+                .encode();
+                self.journal()?.append_payloads(&[&payload, &stack])?;
+                self.state.merge_rendered(&name, &body, reinsert);
+                self.state.apply_owned(Record::StackRef { name, group: g });
+            }
+            None => {
+                self.journal()?.append_payload(&payload)?;
+                self.state.merge_rendered(&name, &body, reinsert);
+            }
         }
         self.dirty = true;
         Ok(())
@@ -184,9 +232,8 @@ impl Session {
     fn journal(&mut self) -> Result<&mut journal::JournalWriter> {
         if self.journal.is_none() {
             let mut j = journal::JournalWriter::create(&self.dir.join(journal::FILE_NAME))?;
-            let snapshot = self.state.snapshot_records().unwrap_or_default();
-            for rec in &snapshot {
-                j.append(rec)?;
+            for payload in self.state.snapshot_payloads().unwrap_or_default() {
+                j.append_payload(&payload)?;
             }
             self.journal = Some(j);
         }

@@ -2,9 +2,10 @@
 //! dumpfmt's byte-exact writer.
 
 use std::collections::{HashMap, HashSet};
+use std::ops::Range;
 use std::path::Path;
 
-use dumpfmt::json::{self, Map, Value};
+use dumpfmt::json::{self, Map, Str, Value};
 
 use crate::error::Result;
 use crate::journal::{Fill, Meta, Record};
@@ -58,6 +59,108 @@ fn strip_pending(v: &mut Value) -> usize {
     }
 }
 
+/// Nesting depth of an entry body's values in dump.json (the top object, `data`, the entry).
+const VALUE_LEVEL: usize = 3;
+
+/// An entry body rendered once as the text dump.json holds for it: its keys in order, each
+/// with the range of `text` holding its value, indented for its place (see
+/// [`json::write_python_at`]). A recorded value is encoded once, for the journal and for every
+/// later write of the JSON files, instead of at every write.
+#[derive(Clone, Debug, Default)]
+pub struct RenderedBody {
+    pub text: Vec<u8>,
+    pub parts: Vec<(Str, Range<usize>)>,
+}
+
+impl RenderedBody {
+    /// Each key with its value's text.
+    pub fn iter(&self) -> impl Iterator<Item = (&Str, &[u8])> {
+        self.parts.iter().map(|(k, r)| (k, &self.text[r.clone()]))
+    }
+}
+
+/// `body`'s values as dump.json text (see [`RenderedBody`]).
+pub fn render_body(body: Map) -> RenderedBody {
+    // A tensor record renders to about 300 bytes: one allocation for most bodies.
+    let mut text = Vec::with_capacity(512 * body.len().max(1));
+    let mut parts = Vec::with_capacity(body.len());
+    for (k, v) in body.into_entries() {
+        let at = text.len();
+        json::write_python_at(&v, VALUE_LEVEL, &mut text);
+        parts.push((k, at..text.len()));
+    }
+    RenderedBody { text, parts }
+}
+
+/// A rendered value as a JSON value again (the text is this module's own rendering, so it
+/// always parses; `null` would only stand for a bug).
+fn parse_rendered(text: &[u8]) -> Value {
+    json::parse(text, Path::new("<rendered entry value>")).unwrap_or(Value::Null)
+}
+
+/// One entry's body.
+#[derive(Clone, Debug)]
+enum Body {
+    /// Keys in order with the ranges of the state's text arena holding their rendered values
+    /// (every entry whose records are complete).
+    Text(Vec<(Str, Range<usize>)>),
+    /// JSON values: a body that holds, or held, a tensor record waiting for its statistics
+    /// (a fill edits it in place).
+    Values(Map),
+}
+
+impl Body {
+    fn to_map(&self, arena: &[u8]) -> Map {
+        match self {
+            Body::Values(m) => m.clone(),
+            Body::Text(parts) => parts
+                .iter()
+                .map(|(k, r)| (k.clone(), parse_rendered(&arena[r.clone()])))
+                .collect(),
+        }
+    }
+
+    /// Makes this a [`Body::Values`] (parsing rendered values back) and gives its map.
+    fn values_mut(&mut self, arena: &[u8]) -> &mut Map {
+        if let Body::Text(_) = self {
+            *self = Body::Values(self.to_map(arena));
+        }
+        match self {
+            Body::Values(m) => m,
+            Body::Text(_) => unreachable!("converted above"),
+        }
+    }
+
+    /// Writes the body as dump.json holds it at entry depth; `strip`: without pending markers
+    /// (records whose statistics never came keep their `null` statistics).
+    fn write(&self, arena: &[u8], out: &mut Vec<u8>, strip: bool) {
+        match self {
+            Body::Text(parts) if parts.is_empty() => out.extend_from_slice(b"{}"),
+            Body::Text(parts) => {
+                out.push(b'{');
+                for (n, (k, r)) in parts.iter().enumerate() {
+                    if n > 0 {
+                        out.push(b',');
+                    }
+                    json::write_python_newline(VALUE_LEVEL, out);
+                    json::write_python_str(k, out);
+                    out.extend_from_slice(b": ");
+                    out.extend_from_slice(&arena[r.clone()]);
+                }
+                json::write_python_newline(VALUE_LEVEL - 1, out);
+                out.push(b'}');
+            }
+            Body::Values(m) => {
+                let mut v = Value::Object(m.clone());
+                if strip {
+                    strip_pending(&mut v);
+                }
+                json::write_python_at(&v, VALUE_LEVEL - 1, out);
+            }
+        }
+    }
+}
+
 /// dump.json + stack.json + construct.json of one rank directory.
 ///
 /// Entries are kept in a slot vector indexed by name (a step records thousands of entries and
@@ -66,7 +169,10 @@ fn strip_pending(v: &mut Value) -> usize {
 #[derive(Clone, Debug)]
 pub struct DumpState {
     pub meta: Option<Meta>,
-    slots: Vec<Option<(String, Map)>>,
+    slots: Vec<Option<(String, Body)>>,
+    /// The rendered values of [`Body::Text`] bodies, appended as they come (a value replaced
+    /// by a later record of the same key leaves its old text unused).
+    arena: Vec<u8>,
     index: HashMap<String, usize>,
     /// Stack groups in first-seen order: names sharing one exact frame list (spec §4.1).
     stack_groups: Vec<(Vec<String>, Vec<String>)>,
@@ -89,6 +195,7 @@ impl DumpState {
         DumpState {
             meta: None,
             slots: Vec::new(),
+            arena: Vec::new(),
             index: HashMap::new(),
             stack_groups: Vec::new(),
             stack_index: HashMap::new(),
@@ -116,8 +223,11 @@ impl DumpState {
         }
         self.unresolved_entries()
             .into_iter()
-            .filter_map(|n| self.entry(n))
-            .map(|m| m.values().map(count).sum::<usize>())
+            .filter_map(|n| self.slot(n))
+            .map(|b| match b {
+                Body::Values(m) => m.values().map(count).sum::<usize>(),
+                Body::Text(_) => 0,
+            })
             .sum()
     }
 
@@ -139,11 +249,15 @@ impl DumpState {
         self.index.contains_key(name)
     }
 
-    /// The body of entry `name`, as replayed: a tensor record still waiting for its
+    /// The body of entry `name`, as replayed (a copy): a tensor record still waiting for its
     /// statistics carries [`PENDING_KEY`] (the written files never do).
-    pub fn entry(&self, name: &str) -> Option<&Map> {
+    pub fn entry(&self, name: &str) -> Option<Map> {
+        self.slot(name).map(|b| b.to_map(&self.arena))
+    }
+
+    fn slot(&self, name: &str) -> Option<&Body> {
         let &i = self.index.get(name)?;
-        self.slots[i].as_ref().map(|(_, m)| m)
+        self.slots[i].as_ref().map(|(_, b)| b)
     }
 
     /// Entry names in dump.json order.
@@ -157,7 +271,7 @@ impl DumpState {
         let unresolved = self.unresolved_entries();
         let mut m = Map::with_capacity(self.index.len());
         for (n, body) in self.slots.iter().flatten() {
-            let mut v = Value::Object(body.clone());
+            let mut v = Value::Object(body.to_map(&self.arena));
             if unresolved.contains(n.as_str()) {
                 strip_pending(&mut v);
             }
@@ -185,7 +299,7 @@ impl DumpState {
         self.stack_index.get(frames).copied()
     }
 
-    fn push_slot(&mut self, name: &str, body: Map) {
+    fn push_slot(&mut self, name: &str, body: Body) {
         self.index.insert(name.to_owned(), self.slots.len());
         self.slots.push(Some((name.to_owned(), body)));
     }
@@ -205,29 +319,73 @@ impl DumpState {
 
     /// Inserts `body`'s keys into entry `name` (the replay rule of [`Record::Entry`]).
     fn merge_entry(&mut self, name: &str, body: Map, reinsert: bool) {
-        let at = self.index.get(name).copied();
-        let i = match (at, reinsert) {
-            (Some(i), true) => {
-                // Python dict semantics of pop + set: the entry moves to the end.
-                let moved = self.slots[i].take();
-                self.index.insert(name.to_owned(), self.slots.len());
-                self.slots.push(moved);
-                self.maybe_compact();
-                self.index[name]
+        self.merge_rendered(name, &render_body(body), reinsert);
+    }
+
+    /// [`merge_entry`](DumpState::merge_entry) of a body rendered already (the capture path
+    /// renders each body once, for its journal record and this state).
+    pub fn merge_rendered(&mut self, name: &str, body: &RenderedBody, reinsert: bool) {
+        let base = self.arena.len();
+        self.arena.extend_from_slice(&body.text);
+        let moved = body
+            .parts
+            .iter()
+            .map(|(k, r)| (k.clone(), r.start + base..r.end + base));
+        match self.merge_target(name, reinsert) {
+            Some(Body::Text(mine)) => {
+                for (k, r) in moved {
+                    match mine.iter_mut().find(|(have, _)| *have == k) {
+                        Some(slot) => slot.1 = r,
+                        None => mine.push((k, r)),
+                    }
+                }
             }
-            (Some(i), false) => i,
-            (None, _) => {
-                // A new entry is the body itself: a `Map`'s keys are unique (a Python dict's,
-                // or a parsed object's, whose duplicate keys keep the last value).
-                self.push_slot(name, body);
-                return;
+            Some(Body::Values(m)) => {
+                for (k, r) in body.iter() {
+                    m.insert(k.clone(), parse_rendered(r));
+                }
             }
-        };
-        if let Some((_, m)) = self.slots[i].as_mut() {
-            for (k, v) in body.into_entries() {
-                m.insert(k, v);
+            None => {
+                let parts = moved.collect();
+                self.push_slot(name, Body::Text(parts));
             }
         }
+    }
+
+    /// [`merge_entry`](DumpState::merge_entry) of a body holding pending tensor records: the
+    /// entry keeps JSON values, which the fills edit.
+    fn merge_pending(&mut self, name: &str, body: Map, reinsert: bool) {
+        // The arena is lent out while one of its bodies is parsed back into values.
+        let arena = std::mem::take(&mut self.arena);
+        match self.merge_target(name, reinsert) {
+            Some(b) => {
+                let m = b.values_mut(&arena);
+                for (k, v) in body.into_entries() {
+                    m.insert(k, v);
+                }
+            }
+            // A new entry is the body itself: a `Map`'s keys are unique (a Python dict's,
+            // or a parsed object's, whose duplicate keys keep the last value).
+            None => self.push_slot(name, Body::Values(body)),
+        }
+        self.arena = arena;
+    }
+
+    /// The body a record merges into (moved to the end of `data` with `reinsert`), `None`
+    /// for a new entry.
+    fn merge_target(&mut self, name: &str, reinsert: bool) -> Option<&mut Body> {
+        let at = self.index.get(name).copied()?;
+        let i = if reinsert {
+            // Python dict semantics of pop + set: the entry moves to the end.
+            let moved = self.slots[at].take();
+            self.index.insert(name.to_owned(), self.slots.len());
+            self.slots.push(moved);
+            self.maybe_compact();
+            self.index[name]
+        } else {
+            at
+        };
+        self.slots[i].as_mut().map(|(_, b)| b)
     }
 
     /// Writes fills into their pending records. A fill whose record is gone (its entry was
@@ -245,8 +403,9 @@ impl DumpState {
         }
         for n in names {
             if let Some(&i) = self.index.get(n.as_str())
-                && let Some((_, body)) = self.slots[i].as_mut()
+                && let Some((_, b)) = self.slots[i].as_mut()
             {
+                let body = b.values_mut(&self.arena);
                 let mut v = Value::Object(std::mem::take(body));
                 fill_records(&mut v, &by_id);
                 if let Value::Object(m) = v {
@@ -279,7 +438,7 @@ impl DumpState {
                 reinsert,
                 pending,
             } => {
-                self.merge_entry(&name, body, reinsert);
+                self.merge_pending(&name, body, reinsert);
                 for id in pending {
                     let names = self.pending.entry(id).or_default();
                     if !names.contains(&name) {
@@ -393,46 +552,7 @@ impl DumpState {
     /// [`file_names`](DumpState::file_names)' order.
     pub fn render_files(&mut self) -> Vec<(&'static str, Vec<u8>)> {
         let names = self.file_names();
-        // Lend the entry bodies to the top-level object instead of cloning them: this runs at
-        // every stop/step and the data holds every record of the step. An entry whose device
-        // statistics never arrived is written from a copy without the pending markers (its
-        // records keep `null` statistics), so a later fill still finds them.
-        let unresolved: HashSet<String> = self.pending.values().flatten().cloned().collect();
-        let mut lent = Vec::with_capacity(if unresolved.is_empty() {
-            0
-        } else {
-            self.index.len()
-        });
-        let mut data = Map::with_capacity(self.index.len());
-        for (n, body) in self.slots.iter_mut().flatten() {
-            if unresolved.is_empty() {
-                data.push_unique(n.as_str(), Value::Object(std::mem::take(body)));
-            } else if unresolved.contains(n.as_str()) {
-                let mut copy = Value::Object(body.clone());
-                strip_pending(&mut copy);
-                data.push_unique(n.as_str(), copy);
-                lent.push(false);
-            } else {
-                data.push_unique(n.as_str(), Value::Object(std::mem::take(body)));
-                lent.push(true);
-            }
-        }
-        let mut top = self.top_without_data();
-        top.insert("data", Value::Object(data));
-        let top = Value::Object(top);
-        let mut out = vec![(names[0], json::to_python_bytes(&top))];
-        if let Value::Object(mut m) = top
-            && let Some(Value::Object(d)) = m.remove("data")
-        {
-            let live = self.slots.iter_mut().flatten();
-            for (i, ((_, v), (_, body))) in d.into_entries().into_iter().zip(live).enumerate() {
-                if lent.get(i).is_none_or(|&l| l)
-                    && let Value::Object(b) = v
-                {
-                    *body = b;
-                }
-            }
-        }
+        let mut out = vec![(names[0], self.render_dump())];
         if names.len() > 1 {
             out.push((names[1], json::to_python_bytes(&self.stack_value())));
             out.push((
@@ -443,44 +563,110 @@ impl DumpState {
         out
     }
 
-    /// Records that rebuild this state from nothing (a fresh journal's start after the last
-    /// one was removed); `None` while a pending record waits for its statistics (a placeholder
-    /// cannot be re-journaled without its id bookkeeping).
-    pub fn snapshot_records(&self) -> Option<Vec<Record>> {
+    /// dump.json's bytes: the top-level keys, then each entry's rendered body spliced in (an
+    /// entry whose device statistics never arrived is written without its pending markers,
+    /// its records keeping `null` statistics, so a later fill still finds them).
+    fn render_dump(&self) -> Vec<u8> {
+        let unresolved = self.unresolved_entries();
+        let text_len: usize = self
+            .slots
+            .iter()
+            .flatten()
+            .map(|(n, b)| match b {
+                Body::Text(parts) => {
+                    n.len()
+                        + parts
+                            .iter()
+                            .map(|(k, r)| k.as_bytes().len() + r.len() + 8)
+                            .sum::<usize>()
+                }
+                Body::Values(_) => n.len() + 256,
+            })
+            .sum();
+        let mut out = Vec::with_capacity(text_len + 256);
+        out.push(b'{');
+        for (k, v) in self.top_without_data().iter() {
+            json::write_python_newline(1, &mut out);
+            json::write_python_str(k, &mut out);
+            out.extend_from_slice(b": ");
+            json::write_python_at(v, 1, &mut out);
+            out.push(b',');
+        }
+        json::write_python_newline(1, &mut out);
+        out.extend_from_slice(b"\"data\": ");
+        if self.index.is_empty() {
+            out.extend_from_slice(b"{}");
+        } else {
+            out.push(b'{');
+            for (n, (name, body)) in self.slots.iter().flatten().enumerate() {
+                if n > 0 {
+                    out.push(b',');
+                }
+                json::write_python_newline(2, &mut out);
+                json::write_python_str(&Str::from(name.as_str()), &mut out);
+                out.extend_from_slice(b": ");
+                body.write(&self.arena, &mut out, unresolved.contains(name.as_str()));
+            }
+            json::write_python_newline(1, &mut out);
+            out.push(b'}');
+        }
+        json::write_python_newline(0, &mut out);
+        out.push(b'}');
+        out
+    }
+
+    /// Journal payloads that rebuild this state from nothing (a fresh journal's start after
+    /// the last one was removed); `None` while a pending record waits for its statistics (a
+    /// placeholder cannot be re-journaled without its id bookkeeping).
+    pub fn snapshot_payloads(&self) -> Option<Vec<Vec<u8>>> {
         if !self.pending.is_empty() {
             return None;
         }
         let mut out = Vec::with_capacity(1 + self.index.len() + self.construct.len());
         if let Some(m) = &self.meta {
-            out.push(Record::Meta(m.clone()));
+            out.push(Record::Meta(m.clone()).encode());
         }
         for (name, body) in self.slots.iter().flatten() {
-            out.push(Record::Entry {
-                name: name.clone(),
-                body: body.clone(),
-                reinsert: false,
+            out.push(match body {
+                Body::Text(parts) => crate::journal::entry_payload(
+                    name,
+                    parts.iter().map(|(k, r)| (k, &self.arena[r.clone()])),
+                    false,
+                ),
+                Body::Values(m) => Record::Entry {
+                    name: name.clone(),
+                    body: m.clone(),
+                    reinsert: false,
+                }
+                .encode(),
             });
         }
         for (g, (names, frames)) in self.stack_groups.iter().enumerate() {
             for (i, name) in names.iter().enumerate() {
-                out.push(if i == 0 {
-                    Record::Stack {
-                        name: name.clone(),
-                        frames: frames.clone(),
+                out.push(
+                    if i == 0 {
+                        Record::Stack {
+                            name: name.clone(),
+                            frames: frames.clone(),
+                        }
+                    } else {
+                        Record::StackRef {
+                            name: name.clone(),
+                            group: g,
+                        }
                     }
-                } else {
-                    Record::StackRef {
-                        name: name.clone(),
-                        group: g,
-                    }
-                });
+                    .encode(),
+                );
             }
         }
         for (name, parent) in &self.construct {
-            out.push(Record::Construct {
-                name: name.clone(),
-                parent: parent.as_str().map(str::to_owned),
-            });
+            out.push(
+                Record::Construct {
+                    name: name.clone(),
+                    parent: parent.as_str().map(str::to_owned),
+                }
+                .encode(),
+            );
         }
         Some(out)
     }

@@ -426,7 +426,9 @@ mod tests {
                     pending: vec![id],
                 });
                 state.apply(&crate::journal::Record::Fill(vec![fill_of(id, &got)]));
-                if let Some(Value::Array(a)) = state.entry("A").and_then(|m| m.get("output")) {
+                if let Some(Value::Array(a)) =
+                    state.entry("A").as_ref().and_then(|m| m.get("output"))
+                {
                     placeholder = a[0].clone();
                 }
                 assert_eq!(placeholder, want, "filled {dtype} {shape:?}");

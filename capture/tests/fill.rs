@@ -293,7 +293,7 @@ fn missing_fills_write_null_statistics_and_later_fills_still_apply() {
     assert_eq!(s.state().pending_len(), 1);
     assert_eq!(s.state().unfilled_records(), 1);
     assert!(has_key(
-        &Value::Object(s.state().entry("Torch.add.0.forward").unwrap().clone()),
+        &Value::Object(s.state().entry("Torch.add.0.forward").unwrap()),
         PENDING_KEY
     ));
     // The in-memory copy of the data reads as the file does.
@@ -395,11 +395,8 @@ fn fills_of_removed_or_overwritten_records_are_dropped() {
     ]));
     assert_eq!(s.pending_len(), 0);
     assert_eq!(s.data_len(), 1);
-    let out = s
-        .entry("Torch.abs.0.forward")
-        .unwrap()
-        .get("output")
-        .unwrap();
+    let body = s.entry("Torch.abs.0.forward").unwrap();
+    let out = body.get("output").unwrap();
     assert_eq!(
         *out,
         Value::Array(vec![tensor("torch.float32", &[2], f32_stats())])
@@ -434,11 +431,8 @@ fn fill_keeps_md5_last() {
     r.min = Some(min);
     r.mean = Some(mean);
     r.norm = Some(norm);
-    let args = s
-        .entry("Torch.abs.0.forward")
-        .unwrap()
-        .get("input_args")
-        .unwrap();
+    let body = s.entry("Torch.abs.0.forward").unwrap();
+    let args = body.get("input_args").unwrap();
     assert_eq!(
         json::to_python_bytes(args),
         json::to_python_bytes(&Value::Array(vec![r.to_value()]))

@@ -935,6 +935,24 @@ pub fn write_python(value: &Value, out: &mut Vec<u8>) {
     write_value(value, out, 0);
 }
 
+/// [`write_python`] of `value` as it appears nested `level` containers deep in a document
+/// (its inner lines indented by `level + 1` spaces), so that a writer may render a part once
+/// and splice it into the whole document later.
+pub fn write_python_at(value: &Value, level: usize, out: &mut Vec<u8>) {
+    write_value(value, out, level);
+}
+
+/// A string (an object key or a string value) as [`write_python`] writes it, quoted.
+pub fn write_python_str(s: &Str, out: &mut Vec<u8>) {
+    write_str(s, out);
+}
+
+/// The line break and indentation [`write_python`] puts before a member `level` containers
+/// deep (for writers that splice pre-rendered parts, see [`write_python_at`]).
+pub fn write_python_newline(level: usize, out: &mut Vec<u8>) {
+    newline_indent(out, level);
+}
+
 /// [`write_python`] into a new buffer.
 pub fn to_python_bytes(value: &Value) -> Vec<u8> {
     let mut out = Vec::new();

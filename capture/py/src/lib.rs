@@ -4,11 +4,14 @@
 //! tensor files are written on a background thread.
 
 mod accuracy;
+mod api_call;
 mod cluster;
 mod ptread;
+mod walk;
 
 use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use capture::journal::{Fill, Meta, Record};
@@ -18,8 +21,9 @@ use capture::tensors::{TensorJob, TensorWriter};
 use dumpfmt::json::{Map, Value};
 use pyo3::exceptions::{PyOSError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
+use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple, PyType};
 use stats_gpu::summary::{Flavour, Options, Precision, SummaryMode};
+use walk::{Walk, Walker};
 
 fn os_err(e: capture::Error) -> PyErr {
     PyOSError::new_err(e.to_string())
@@ -39,7 +43,7 @@ fn summary_mode(s: &str) -> PyResult<SummaryMode> {
 }
 
 /// Tensors below this many bytes are summarised without releasing the GIL.
-const DETACH_MIN_BYTES: usize = 16 << 10;
+pub(crate) const DETACH_MIN_BYTES: usize = 16 << 10;
 
 /// A finished tensor record (opaque to Python; placed inside entry bodies).
 #[pyclass(frozen, module = "numprobe._native")]
@@ -54,7 +58,7 @@ struct TensorRec {
 /// # Safety
 /// The caller (our Python code) passes the `data_ptr()` of a contiguous CPU tensor it keeps
 /// alive for the duration of the call, and `nbytes = numel * element_size`.
-unsafe fn borrow<'a>(ptr: usize, nbytes: usize) -> &'a [u8] {
+pub(crate) unsafe fn borrow<'a>(ptr: usize, nbytes: usize) -> &'a [u8] {
     if nbytes == 0 || ptr == 0 {
         &[]
     } else {
@@ -64,7 +68,11 @@ unsafe fn borrow<'a>(ptr: usize, nbytes: usize) -> &'a [u8] {
 
 /// `obj` as a JSON value; the pending ids of placeholder tensor records met on the way are
 /// pushed to `pending`.
-fn to_value(obj: &Bound<'_, PyAny>, depth: usize, pending: &mut Vec<u64>) -> PyResult<Value> {
+pub(crate) fn to_value(
+    obj: &Bound<'_, PyAny>,
+    depth: usize,
+    pending: &mut Vec<u64>,
+) -> PyResult<Value> {
     if depth > 400 {
         return Err(PyValueError::new_err("value nested deeper than 400 levels"));
     }
@@ -152,6 +160,8 @@ struct Session {
     keep_journal: bool,
     /// Pause of the statistics thread before each job (tests only; see `StatsWorker::new`).
     stats_thread_delay: Option<Duration>,
+    /// What the native walk of API values needs of torch (`set_walker`).
+    walker: Option<Arc<Walker>>,
 }
 
 impl Session {
@@ -196,6 +206,82 @@ impl Session {
             },
             id,
         ))
+    }
+
+    /// Journals `body` into entry `name` (see `entry`); `pending`: the placeholder ids its
+    /// records hold.
+    fn commit(
+        &mut self,
+        name: String,
+        body: Map,
+        pending: Vec<u64>,
+        reinsert: bool,
+        stack_group: Option<usize>,
+    ) -> PyResult<()> {
+        if pending.is_empty() {
+            let inner = self.inner()?;
+            return match stack_group {
+                Some(g) => {
+                    let rec = Record::Entry {
+                        name: name.clone(),
+                        body,
+                        reinsert,
+                    };
+                    inner.record_with_stack_ref(rec, name, g)
+                }
+                None => inner.record(Record::Entry {
+                    name,
+                    body,
+                    reinsert,
+                }),
+            }
+            .map_err(os_err);
+        }
+        let stack_name = stack_group.map(|g| (name.clone(), g));
+        // Placeholders whose statistics thread job finished already get their fill now.
+        let fills: Vec<Fill> = pending
+            .iter()
+            .filter_map(|id| self.finished.get(id).cloned())
+            .collect();
+        self.journaled.extend(pending.iter().copied());
+        let rec = Record::PendingEntry {
+            name,
+            body,
+            reinsert,
+            pending,
+        };
+        let inner = self.inner()?;
+        match stack_name {
+            Some((n, g)) => inner.record_with_stack_ref(rec, n, g),
+            None => inner.record(rec),
+        }
+        .map_err(os_err)?;
+        inner.fill(fills).map_err(os_err)
+    }
+
+    /// A walk of one entry's values with the session's settings; no borrow of the session is
+    /// held while it runs (the recorder's fallbacks call the session).
+    fn walk<'py>(
+        slf: &Bound<'py, Self>,
+        name: &Bound<'py, PyString>,
+        recorder: &Bound<'py, PyAny>,
+    ) -> PyResult<Walk<'py>> {
+        let s = slf.borrow();
+        if s.inner.is_none() {
+            return Err(PyValueError::new_err("session is closed"));
+        }
+        let walker = s
+            .walker
+            .clone()
+            .ok_or_else(|| PyValueError::new_err("set_walker was not called"))?;
+        Ok(Walk {
+            walker,
+            opts: s.opts,
+            torch_threads: s.torch_threads,
+            recorder: recorder.clone(),
+            entry: name.clone(),
+            pending: Vec::new(),
+        })
     }
 
     /// Takes the statistics thread's finished jobs (after completing `wait_for`, or all with
@@ -302,6 +388,7 @@ impl Session {
             fsync,
             keep_journal,
             stats_thread_delay: stats_thread_delay_ms.map(Duration::from_millis),
+            walker: None,
         })
     }
 
@@ -532,45 +619,106 @@ impl Session {
     ) -> PyResult<()> {
         let mut pending = Vec::new();
         let body = dict_to_map(body, 0, &mut pending)?;
-        if pending.is_empty() {
-            let inner = self.inner()?;
-            return match stack_group {
-                Some(g) => {
-                    let rec = Record::Entry {
-                        name: name.clone(),
-                        body,
-                        reinsert,
-                    };
-                    inner.record_with_stack_ref(rec, name, g)
+        self.commit(name, body, pending, reinsert, stack_group)
+    }
+
+    /// What the native walk of API values (`api_input`, `api_output`, `lists_entry`) needs
+    /// of torch: `torch.Tensor`, `torch.nn.Parameter`, `torch.strided`, `torch.float32`, the
+    /// `(dtype, str(dtype))` pairs, whether tensors may be recorded natively (not when the
+    /// task saves tensor files), and msprobe's low precision (small float32 tensors take
+    /// torch's Mean/Norm).
+    #[allow(clippy::too_many_arguments)]
+    fn set_walker(
+        &mut self,
+        tensor: Py<PyType>,
+        parameter: Py<PyType>,
+        strided: Py<PyAny>,
+        float32: Py<PyAny>,
+        dtypes: Vec<(Py<PyAny>, String)>,
+        tensors: bool,
+        torch_order: bool,
+    ) {
+        self.walker = Some(Arc::new(Walker::new(
+            tensor,
+            parameter,
+            strided,
+            float32,
+            dtypes,
+            tensors,
+            torch_order,
+        )));
+    }
+
+    /// Entry `name`'s inputs in one call: `{"input_args": [...], "input_kwargs": {...}}` of
+    /// `args` and `kwargs`, each value recorded as `recorder.value` would (which records the
+    /// values this walk leaves to it). Call with torch functions disabled. `stack_group` as
+    /// for `entry`; returns whether the stack reference was recorded.
+    #[pyo3(signature = (name, args, kwargs, recorder, stack_group=None))]
+    fn api_input(
+        slf: &Bound<'_, Self>,
+        name: &Bound<'_, PyString>,
+        args: &Bound<'_, PyAny>,
+        kwargs: &Bound<'_, PyDict>,
+        recorder: &Bound<'_, PyAny>,
+        stack_group: Option<usize>,
+    ) -> PyResult<bool> {
+        let mut walk = Session::walk(slf, name, recorder)?;
+        let input_args = walk.list(args, "input")?;
+        let input_kwargs = walk.kwargs(kwargs)?;
+        let body = Map::new()
+            .with("input_args", input_args)
+            .with("input_kwargs", input_kwargs);
+        let name = name.to_cow()?.into_owned();
+        slf.borrow_mut()
+            .commit(name, body, walk.pending, false, stack_group)?;
+        Ok(stack_group.is_some())
+    }
+
+    /// Entry `name`'s output in one call: `{"output": [...]}` of an API's return value as
+    /// msprobe lists it (a plain tuple's members, anything else as one member; other tuples
+    /// as `recorder.outputs` makes them). Call with torch functions disabled.
+    fn api_output(
+        slf: &Bound<'_, Self>,
+        name: &Bound<'_, PyString>,
+        out: &Bound<'_, PyAny>,
+        recorder: &Bound<'_, PyAny>,
+    ) -> PyResult<()> {
+        let mut walk = Session::walk(slf, name, recorder)?;
+        let output = walk.outputs(out)?;
+        let body = Map::new().with("output", output);
+        let name = name.to_cow()?.into_owned();
+        slf.borrow_mut()
+            .commit(name, body, walk.pending, false, None)
+    }
+
+    /// Entry `name` of lists: `{key: [record of x for x in seq], ...}` for each `(key, seq)`
+    /// of `lists` (`key` one of `input`, `output`: a backward's gradients, a collective's
+    /// arguments after the call), members recorded as `recorder.value` would. Call with
+    /// torch functions disabled.
+    fn lists_entry(
+        slf: &Bound<'_, Self>,
+        name: &Bound<'_, PyString>,
+        lists: Vec<(String, Bound<'_, PyAny>)>,
+        recorder: &Bound<'_, PyAny>,
+    ) -> PyResult<()> {
+        let mut walk = Session::walk(slf, name, recorder)?;
+        let mut body = Map::with_capacity(lists.len());
+        for (key, seq) in &lists {
+            let path_name = match key.as_str() {
+                "input" => "input",
+                "output" => "output",
+                other => {
+                    return Err(PyValueError::new_err(format!(
+                        "list key must be input or output, not {other:?}"
+                    )));
                 }
-                None => inner.record(Record::Entry {
-                    name,
-                    body,
-                    reinsert,
-                }),
-            }
-            .map_err(os_err);
+            };
+            let v = walk.list(seq, path_name)?;
+            body.insert(path_name, v);
         }
-        let stack_name = stack_group.map(|g| (name.clone(), g));
-        // Placeholders whose statistics thread job finished already get their fill now.
-        let fills: Vec<Fill> = pending
-            .iter()
-            .filter_map(|id| self.finished.get(id).cloned())
-            .collect();
-        self.journaled.extend(pending.iter().copied());
-        let rec = Record::PendingEntry {
-            name,
-            body,
-            reinsert,
-            pending,
-        };
-        let inner = self.inner()?;
-        match stack_name {
-            Some((n, g)) => inner.record_with_stack_ref(rec, n, g),
-            None => inner.record(rec),
-        }
-        .map_err(os_err)?;
-        inner.fill(fills).map_err(os_err)
+        let name = name.to_cow()?.into_owned();
+        slf.borrow_mut()
+            .commit(name, body, walk.pending, false, None)
     }
 
     fn remove(&mut self, name: String) -> PyResult<()> {
@@ -831,6 +979,9 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     cluster::register(m)?;
     m.add_class::<Session>()?;
     m.add_class::<TensorRec>()?;
+    m.add_class::<api_call::ApiCalls>()?;
+    m.add_function(wrap_pyfunction!(api_call::busy, m)?)?;
+    m.add_function(wrap_pyfunction!(api_call::set_busy, m)?)?;
     m.add_function(wrap_pyfunction!(recover, m)?)?;
     m.add_function(wrap_pyfunction!(fingerprint, m)?)?;
     m.add_function(wrap_pyfunction!(stack_key, m)?)?;

@@ -19,7 +19,8 @@ from . import _api_lists
 from . import _ops_hooks
 from ._reentry import busy as _busy
 from ._reentry import set_busy as _set_busy
-from .risk import is_recorded_at
+from .risk import CORE, LOW_RISK, is_recorded_at
+from .._native import ApiCalls
 
 _NO_TORCH_FUNCTION = torch._C.DisableTorchFunction
 _TF_ALL_OFF = getattr(torch._C, "_is_torch_function_all_disabled", None)  # torch 2.4 on
@@ -78,10 +79,19 @@ _PATCHED: List[Tuple[Any, str, Any]] = []  # (namespace, attribute, original)
 
 
 def _make_api_wrapper(orig, api):
+    prefix, name = api
+    # Collectives record their arguments after the call as outputs (``_DIST_IGNORE``): the
+    # recorder's own path.
+    native = prefix != "Distributed"
+
     def wrapper(*args, **kwargs):
         rec = _ACTIVE[0]
         if rec is None or not rec.api_enabled or _busy():
             return orig(*args, **kwargs)
+        calls = rec.native_calls
+        if native and calls is not None and not rec.async_jobs and not rec.async_storages:
+            # The common configuration: the whole call recorded by one native call.
+            return calls.call(orig, prefix, name, args, kwargs)
         return rec.call_api(api, orig, args, kwargs, inner_busy=True)
 
     wrapper.__name__ = getattr(orig, "__name__", api[1])
@@ -225,6 +235,20 @@ class ApiHooks:
         api_map()
         _patch_namespaces()
 
+    def native_api_calls(self):
+        """The native path of the namespace wrappers' calls (capture/py/src/api_call.rs), for
+        the configuration it covers: level L1, every data mode, no ``scope``/``list`` filter,
+        no tensor files. None for any other (``call_api`` records those)."""
+        cfg = self.cfg
+        if (cfg.level != "L1" or cfg.scope or cfg.list or self.may_save
+                or cfg.task == "structure"
+                or not {"forward", "backward", "input", "output"} <= set(cfg.modes)):
+            return None
+        torch_c = (_NO_TORCH_FUNCTION, _MODE_STACK_LEN, _MODE_AT, _MODE_POP, _MODE_PUSH,
+                   torch.is_grad_enabled)
+        return ApiCalls(self, self.counters, bool(cfg.extra_info), cfg.risk_level, CORE,
+                        LOW_RISK, self.device_stats_bound, torch.Tensor, torch_c)
+
     def hook_apis(self):
         """Sets the namespace wrappers (if not yet) and enters the mode."""
         if self.mode is not None:
@@ -291,23 +315,17 @@ class ApiHooks:
                 # A call site seen before in this session: its stack reference goes into the
                 # journal with the input entry, in one write.
                 gid = self.stack_gids.get(skey)
-            if "forward" in modes and "input" in modes:
+            if "forward" in modes and "input" in modes and cfg.task != "structure":
                 in_args = _masked(args, ignore[0]) if ignore else args
                 in_kwargs = ({k: (None if k in ignore[1] else v) for k, v in kwargs.items()}
                              if ignore else kwargs)
-                # One context for all the arguments' tensors instead of one each.
+                # One native call builds and journals the entry; one context for all the
+                # arguments' tensors instead of one each.
                 with _NO_TORCH_FUNCTION():
-                    body = {
-                        "input_args": [self.value(a, entry, ("input", i))
-                                       for i, a in enumerate(in_args)],
-                        "input_kwargs": {k: self.value(v, entry, ("kwargs", k), k)
-                                         for k, v in in_kwargs.items()},
-                    }
-                if stacked and gid is not None:
-                    if self._entry(entry, body, stack_group=gid):
+                    if self.session.api_input(entry, in_args, in_kwargs, self,
+                                              gid if stacked else None):
                         stacked = False
-                else:
-                    self._entry(entry, body)
+                self._entry_done()
             if stacked:
                 self._record_stack(entry, skey, frames)
         finally:
@@ -320,16 +338,15 @@ class ApiHooks:
             if self.may_save:
                 self._begin_entry(entry)
             with _NO_TORCH_FUNCTION():
-                if "forward" in modes and "output" in modes:
+                if "forward" in modes and "output" in modes and cfg.task != "structure":
                     if ignore is not None:
                         # A collective works in place: msprobe records its arguments after
                         # the call (positional, then the keywords' values) as the outputs.
                         outs = _masked(list(args) + list(kwargs.values()), ignore[2])
-                        body = {"output": [self.value(o, entry, ("output", i))
-                                           for i, o in enumerate(outs)]}
+                        self.session.lists_entry(entry, [("output", outs)], self)
                     else:
-                        body = {"output": self.outputs(out, entry)}
-                    self._entry(entry, body)
+                        self.session.api_output(entry, out, self)
+                    self._entry_done()
                 if "backward" in modes and torch.is_grad_enabled():
                     self._hook_backward(f"{key}.{n}.backward", prefix, name, out, args, kwargs)
         finally:
@@ -400,14 +417,15 @@ class ApiHooks:
                 if (rec.cfg.list or rec.cfg.scope) and not rec.selected(entry):
                     return
                 rec._begin_entry(entry)
-                body = {}
-                if "input" in rec.cfg.modes:
-                    body["input"] = [rec.value(g, entry, ("input", i))
-                                     for i, g in enumerate(grad_outputs)]
-                if "output" in rec.cfg.modes:
-                    body["output"] = [rec.value(g, entry, ("output", i))
-                                      for i, g in enumerate(grad_inputs)]
-                rec._entry(entry, body)
+                if rec.cfg.task != "structure":
+                    lists = []
+                    if "input" in rec.cfg.modes:
+                        lists.append(("input", grad_outputs))
+                    if "output" in rec.cfg.modes:
+                        lists.append(("output", grad_inputs))
+                    with _NO_TORCH_FUNCTION():
+                        rec.session.lists_entry(entry, lists, rec)
+                    rec._entry_done()
             finally:
                 _set_busy(False)
 

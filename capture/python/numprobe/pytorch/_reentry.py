@@ -2,15 +2,6 @@
 
 ``busy`` is set while numprobe itself runs (recording a value, or running a recorded API's own
 torch calls), so that the torch calls made meanwhile are not recorded as APIs of the script.
+The flag lives in the native module, which sets it too (capture/py/src/api_call.rs).
 """
-import threading
-
-tls = threading.local()
-
-
-def busy() -> bool:
-    return getattr(tls, "busy", False)
-
-
-def set_busy(v: bool) -> None:
-    tls.busy = v
+from .._native import busy, set_busy  # noqa: F401

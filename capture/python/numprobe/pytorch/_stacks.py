@@ -21,16 +21,21 @@ class Stacks:
         self.stack_gids = {}  # call-site key -> stack group of the current session
 
     def stack(self, skip_code=None):
-        """The caller's frames (from two levels up) as stack.json lines, and the key they are
-        cached under: the ids of the frames' code objects and their instruction offsets, packed by
+        """The caller's frames (from two levels up) as stack.json lines, and their key (see
+        ``stack_at``)."""
+        return self.stack_at(sys._getframe(2), skip_code)
+
+    def stack_at(self, frame, skip_code=None):
+        """The frames from `frame` outwards as stack.json lines, and the key they are cached
+        under: the ids of the frames' code objects and their instruction offsets, packed by
         the native walk (the cached value keeps the code objects alive, so an id cannot be
         reused while it is a key)."""
-        key = _stack_key(sys._getframe(2), id(skip_code))
+        key = _stack_key(frame, id(skip_code))
         hit = self.stack_cache.get(key)
         if hit is not None:
             return key, hit[0]
         frames, codes = [], [skip_code]
-        f = sys._getframe(2)
+        f = frame
         while f is not None:
             code = f.f_code
             codes.append(code)

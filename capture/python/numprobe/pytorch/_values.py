@@ -32,6 +32,18 @@ _DTYPE_NAMES: Dict[torch.dtype, str] = {}
 _STORAGE = torch.UntypedStorage
 
 
+_WALKER_TYPES = []
+
+
+def walker_types():
+    """What the native walk (``Session.set_walker``) needs of torch: the tensor types it
+    reads itself, ``torch.strided``, ``torch.float32`` and every dtype with its name."""
+    if not _WALKER_TYPES:
+        dtypes = [(d, str(d)) for d in vars(torch).values() if isinstance(d, torch.dtype)]
+        _WALKER_TYPES.extend((torch.Tensor, torch.nn.Parameter, _STRIDED, _F32, dtypes))
+    return _WALKER_TYPES
+
+
 def _location(device):
     """The storage location torch.save writes for a tensor on `device` (msprobe saves device
     tensors from the device, so its .pt files name it: "cuda:0", "npu:1")."""

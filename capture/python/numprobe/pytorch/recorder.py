@@ -33,7 +33,7 @@ from ._device_stats import DeviceStats
 from ._module_hooks import ModuleHooks
 from ._stacks import Stacks
 from ._stats_thread import StatsThread
-from ._values import Values, _location  # noqa: F401
+from ._values import Values, _location, walker_types  # noqa: F401
 
 
 class Recorder(StepSession, ApiHooks, ModuleHooks, Values, DeviceStats, StatsThread, Stacks):
@@ -64,6 +64,7 @@ class Recorder(StepSession, ApiHooks, ModuleHooks, Values, DeviceStats, StatsThr
         self._init_values()
         self._init_stats_thread()
         self._init_device_stats()
+        self.native_calls = self.native_api_calls()
         if cfg.level in ("L1", "mix"):
             # msprobe wraps the APIs when the debugger is created (not at start): a function
             # a script stores from a namespace after this is the wrapper, before it the original.
@@ -88,6 +89,9 @@ class Recorder(StepSession, ApiHooks, ModuleHooks, Values, DeviceStats, StatsThr
     def session_opened(self):
         self.stack_gids = {}
         self.async_stats = self._async_stats_wanted()
+        # The native walk of API values (capture/py/src/walk.rs) records what it can read in
+        # place and hands the rest back to ``value``/``outputs``; tensor files stay with them.
+        self.session.set_walker(*walker_types(), not self.may_save, self.torch_order)
 
     def start(self, model=None):
         if not self.ensure_session():
@@ -166,11 +170,14 @@ class Recorder(StepSession, ApiHooks, ModuleHooks, Values, DeviceStats, StatsThr
             else:
                 self.session.entry(name, body, reinsert, stack_group)
                 recorded = True
+        self._entry_done()
+        return recorded
+
+    def _entry_done(self):
         # Past the bound, pending device statistics are read back here, where the entries of
         # all of them are journaled (a fill must follow its placeholder in the journal).
         if self._dev_count >= self.device_stats_bound:
             self.flush_device_stats()
-        return recorded
 
     saving_entry = None  # the entry whose tensors are saved as files now
 

@@ -1,0 +1,315 @@
+//! One recorded API call in one native call, for the configuration most runs use (level L1,
+//! every data mode, no `scope`/`list`, no tensor files): the counter and entry name, msprobe's
+//! risk filter, the call-site key of the stack, the input entry, the call itself, the output
+//! entry, and the check that decides whether a backward hook is needed. Everything else (the
+//! first stack of a call site, values the native walk leaves to the recorder, backward hooks,
+//! device statistics) calls back into the recorder, so the dump is the recorder's own.
+//!
+//! The namespace wrappers of `_api_hooks.py` call [`ApiCalls::call`] when the recorder has one;
+//! its Python `call_api` stays the path of every other configuration and of the mode.
+
+use std::cell::Cell;
+
+use pyo3::intern;
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyFrozenSet, PyString, PyTuple, PyType};
+
+use crate::{Session, stack_key};
+
+thread_local! {
+    /// Set while numprobe itself runs on this thread (recording values, or a recorded API's
+    /// own torch calls): calls made meanwhile are not the script's (`_reentry.py`).
+    static BUSY: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Whether numprobe is running on this thread (see `_reentry.py`).
+#[pyfunction]
+pub(crate) fn busy() -> bool {
+    BUSY.with(Cell::get)
+}
+
+/// Sets or clears this thread's busy flag.
+#[pyfunction]
+pub(crate) fn set_busy(v: bool) {
+    BUSY.with(|b| b.set(v));
+}
+
+/// The busy flag set for a scope and cleared at its end, on the error path too (the Python
+/// code's `set_busy(True) ... finally: set_busy(False)`).
+struct Busy;
+
+impl Busy {
+    fn set() -> Busy {
+        set_busy(true);
+        Busy
+    }
+}
+
+impl Drop for Busy {
+    fn drop(&mut self) {
+        set_busy(false);
+    }
+}
+
+/// msprobe's risk level filter (`risk.py`).
+enum Risk {
+    All,
+    /// Only these names.
+    Core(Py<PyFrozenSet>),
+    /// All but these names.
+    Focus(Py<PyFrozenSet>),
+}
+
+/// `(DisableTorchFunction, _len_torch_function_stack, _get_function_stack_at,
+/// _pop_torch_function_stack, _push_on_torch_function_stack, is_grad_enabled)` of torch.
+type TorchC = (
+    Py<PyAny>,
+    Py<PyAny>,
+    Py<PyAny>,
+    Py<PyAny>,
+    Py<PyAny>,
+    Py<PyAny>,
+);
+
+/// The native path of one recorder's API calls (see the module docs).
+#[pyclass(frozen, module = "numprobe._native")]
+pub(crate) struct ApiCalls {
+    recorder: Py<PyAny>,
+    counters: Py<PyDict>,
+    extra_info: bool,
+    risk: Risk,
+    device_stats_bound: usize,
+    /// `torch.Tensor` (an output of this exact type that needs no gradient needs no hook).
+    tensor: Py<PyType>,
+    /// `torch._C.DisableTorchFunction`, and the torch-function mode stack's accessors.
+    no_torch_function: Py<PyAny>,
+    mode_len: Py<PyAny>,
+    mode_at: Py<PyAny>,
+    mode_pop: Py<PyAny>,
+    mode_push: Py<PyAny>,
+    grad_enabled: Py<PyAny>,
+}
+
+/// `torch._C.DisableTorchFunction` entered for a scope, left at its end.
+struct NoTorchFunction<'py>(Bound<'py, PyAny>);
+
+impl<'py> NoTorchFunction<'py> {
+    fn enter(ty: &Bound<'py, PyAny>) -> PyResult<NoTorchFunction<'py>> {
+        let ctx = ty.call0()?;
+        ctx.call_method0(intern!(ty.py(), "__enter__"))?;
+        Ok(NoTorchFunction(ctx))
+    }
+}
+
+impl Drop for NoTorchFunction<'_> {
+    fn drop(&mut self) {
+        let py = self.0.py();
+        let none = py.None();
+        if let Err(e) = self
+            .0
+            .call_method1(intern!(py, "__exit__"), (&none, &none, &none))
+        {
+            // Leaving the context cannot fail in torch; should it, say so rather than lose it.
+            e.write_unraisable(py, Some(&self.0));
+        }
+    }
+}
+
+#[pymethods]
+impl ApiCalls {
+    /// `risk`: msprobe's `risk_level` with the names it keeps (`CORE`) or drops (`FOCUS`);
+    /// `torch_c`: `(DisableTorchFunction, _len_torch_function_stack,
+    /// _get_function_stack_at, _pop_torch_function_stack, _push_on_torch_function_stack,
+    /// is_grad_enabled)`.
+    #[new]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        recorder: Py<PyAny>,
+        counters: Py<PyDict>,
+        extra_info: bool,
+        risk_level: &str,
+        core: Py<PyFrozenSet>,
+        low_risk: Py<PyFrozenSet>,
+        device_stats_bound: usize,
+        tensor: Py<PyType>,
+        torch_c: TorchC,
+    ) -> ApiCalls {
+        let risk = match risk_level {
+            "ALL" => Risk::All,
+            "CORE" => Risk::Core(core),
+            _ => Risk::Focus(low_risk),
+        };
+        let (no_torch_function, mode_len, mode_at, mode_pop, mode_push, grad_enabled) = torch_c;
+        ApiCalls {
+            recorder,
+            counters,
+            extra_info,
+            risk,
+            device_stats_bound,
+            tensor,
+            no_torch_function,
+            mode_len,
+            mode_at,
+            mode_pop,
+            mode_push,
+            grad_enabled,
+        }
+    }
+
+    /// Records a call of API `prefix.name` whose original is `orig`, and returns its result
+    /// (what the recorder's `call_api` does, for this configuration). The caller checked that
+    /// recording is on, this thread is not busy, and no statistics-thread job is pending.
+    fn call<'py>(
+        &self,
+        py: Python<'py>,
+        orig: &Bound<'py, PyAny>,
+        prefix: &Bound<'py, PyString>,
+        name: &Bound<'py, PyString>,
+        args: &Bound<'py, PyTuple>,
+        kwargs: &Bound<'py, PyDict>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let rec = self.recorder.bind(py);
+        let key = format!("{}.{}", prefix.to_cow()?, name.to_cow()?);
+        let key_obj = PyString::new(py, &key);
+        let counters = self.counters.bind(py);
+        let n: u64 = match counters.get_item(&key_obj)? {
+            Some(v) => v.extract()?,
+            None => 0,
+        };
+        counters.set_item(&key_obj, n + 1)?;
+        if !self.selected(py, name)? {
+            return self.run(py, rec, orig, args, kwargs);
+        }
+        let entry = PyString::new(py, &format!("{key}.{n}.forward"));
+        let session_obj = rec.getattr(intern!(py, "session"))?;
+        let session = session_obj.cast::<Session>()?;
+        {
+            let _busy = Busy::set();
+            // The call site: the wrapper's frame outwards, as the recorder's `stack` keys it.
+            let mut site = None;
+            let mut group = None;
+            if self.extra_info {
+                // SAFETY: called from the wrapper's Python frame, so a current frame exists;
+                // the borrowed pointer is turned into an owned reference at once.
+                let frame = unsafe {
+                    let f = pyo3::ffi::PyEval_GetFrame();
+                    if f.is_null() {
+                        None
+                    } else {
+                        Some(Bound::from_borrowed_ptr(
+                            py,
+                            f.cast::<pyo3::ffi::PyObject>(),
+                        ))
+                    }
+                };
+                if let Some(frame) = frame {
+                    let skip = match orig.getattr_opt(intern!(py, "__code__"))? {
+                        Some(code) => code,
+                        None => py.None().into_bound(py),
+                    };
+                    let skey = stack_key(py, &frame, skip.as_ptr() as usize)?;
+                    let gids = rec.getattr(intern!(py, "stack_gids"))?;
+                    group = match gids.cast::<PyDict>()?.get_item(&skey)? {
+                        Some(g) => Some(g.extract::<usize>()?),
+                        None => None,
+                    };
+                    site = Some((frame, skip));
+                }
+            }
+            {
+                let _tf = NoTorchFunction::enter(self.no_torch_function.bind(py))?;
+                Session::api_input(session, &entry, args.as_any(), kwargs, rec, group)?;
+            }
+            self.entry_done(py, rec)?;
+            if let (Some((frame, skip)), None) = (site, group) {
+                // The first call from this site in this session: its frames go to the stack.
+                let (skey, frames) = rec
+                    .call_method1(intern!(py, "stack_at"), (frame, skip))?
+                    .extract::<(Bound<'py, PyAny>, Bound<'py, PyAny>)>()?;
+                rec.call_method1(intern!(py, "_record_stack"), (&entry, skey, frames))?;
+            }
+        }
+        let out = self.run(py, rec, orig, args, kwargs)?;
+        let _busy = Busy::set();
+        let _tf = NoTorchFunction::enter(self.no_torch_function.bind(py))?;
+        Session::api_output(session, &entry, &out, rec)?;
+        self.entry_done(py, rec)?;
+        if self.grad_enabled.bind(py).call0()?.is_truthy()? && self.may_need_grad(py, &out)? {
+            let backward = format!("{key}.{n}.backward");
+            rec.call_method1(
+                intern!(py, "_hook_backward"),
+                (backward, prefix, name, &out, args, kwargs),
+            )?;
+        }
+        Ok(out)
+    }
+}
+
+impl ApiCalls {
+    fn selected(&self, py: Python<'_>, name: &Bound<'_, PyString>) -> PyResult<bool> {
+        Ok(match &self.risk {
+            Risk::All => true,
+            Risk::Core(core) => core.bind(py).contains(name)?,
+            Risk::Focus(low) => !low.bind(py).contains(name)?,
+        })
+    }
+
+    /// Runs the original with the busy flag set, and with the recorder's mode taken off the
+    /// torch-function stack when it is on top (what `_run` does: torch runs a mode's function
+    /// the same way, and the API's inner torch calls need no round trip through the mode).
+    fn run<'py>(
+        &self,
+        py: Python<'py>,
+        rec: &Bound<'py, PyAny>,
+        orig: &Bound<'py, PyAny>,
+        args: &Bound<'py, PyTuple>,
+        kwargs: &Bound<'py, PyDict>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let kw = if kwargs.is_empty() {
+            None
+        } else {
+            Some(kwargs)
+        };
+        // Recording the inputs may have handed tensors to the statistics thread: the call
+        // must not write into them before their statistics are taken (`_guard_writes`), and
+        // the mode stays on the stack to guard the API's inner calls too.
+        let pending = rec.getattr(intern!(py, "async_storages"))?;
+        if pending.is_truthy()? {
+            rec.call_method1(intern!(py, "_guard_writes"), (orig, args, kwargs))?;
+            let _busy = Busy::set();
+            return orig.call(args, kw);
+        }
+        let _busy = Busy::set();
+        let mode = rec.getattr(intern!(py, "mode"))?;
+        if !mode.is_none() {
+            let n: usize = self.mode_len.bind(py).call0()?.extract()?;
+            if n > 0 && self.mode_at.bind(py).call1((n - 1,))?.is(&mode) {
+                self.mode_pop.bind(py).call0()?;
+                let out = orig.call(args, kw);
+                self.mode_push.bind(py).call1((&mode,))?;
+                return out;
+            }
+        }
+        orig.call(args, kw)
+    }
+
+    /// Device statistics pending past the bound are read back once the entries holding them
+    /// are journaled (the recorder's `_entry_done`).
+    fn entry_done(&self, py: Python<'_>, rec: &Bound<'_, PyAny>) -> PyResult<()> {
+        let pending: usize = rec.getattr(intern!(py, "_dev_count"))?.extract()?;
+        if pending >= self.device_stats_bound && pending > 0 {
+            rec.call_method0(intern!(py, "flush_device_stats"))?;
+        }
+        Ok(())
+    }
+
+    /// Whether the recorder's backward hook could register anything for `out`: not for a
+    /// plain tensor that does not require a gradient, nor for a value holding no tensor of
+    /// any kind the hook looks at (it takes the first tensor of a tuple or list).
+    fn may_need_grad(&self, py: Python<'_>, out: &Bound<'_, PyAny>) -> PyResult<bool> {
+        if out.get_type().is(self.tensor.bind(py)) {
+            return out.getattr(intern!(py, "requires_grad"))?.is_truthy();
+        }
+        Ok(!out.is_none())
+    }
+}
