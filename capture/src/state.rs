@@ -322,7 +322,7 @@ impl DumpState {
         self.merge_rendered(name, &render_body(body), reinsert);
     }
 
-    /// [`merge_entry`](DumpState::merge_entry) of a body rendered already (the capture path
+    /// The replay rule of [`Record::Entry`] for a body rendered already (the capture path
     /// renders each body once, for its journal record and this state).
     pub fn merge_rendered(&mut self, name: &str, body: &RenderedBody, reinsert: bool) {
         let base = self.arena.len();

@@ -638,15 +638,15 @@ impl Session {
         tensors: bool,
         torch_order: bool,
     ) {
-        self.walker = Some(Arc::new(Walker::new(
+        self.walker = Some(Arc::new(Walker {
             tensor,
             parameter,
             strided,
             float32,
             dtypes,
-            tensors,
+            fast: tensors,
             torch_order,
-        )));
+        }));
     }
 
     /// Entry `name`'s inputs in one call: `{"input_args": [...], "input_kwargs": {...}}` of

@@ -36,39 +36,17 @@ const MAX_DEPTH: usize = 400;
 pub(crate) struct Walker {
     /// `torch.Tensor` and `torch.nn.Parameter`: the exact types read natively (a subclass may
     /// override attributes, so it takes the recorder's path).
-    tensor: Py<PyType>,
-    parameter: Py<PyType>,
-    strided: Py<PyAny>,
-    float32: Py<PyAny>,
+    pub(crate) tensor: Py<PyType>,
+    pub(crate) parameter: Py<PyType>,
+    pub(crate) strided: Py<PyAny>,
+    pub(crate) float32: Py<PyAny>,
     /// torch's dtype objects (singletons) and their names as `str(dtype)` gives them.
-    dtypes: Vec<(Py<PyAny>, String)>,
+    pub(crate) dtypes: Vec<(Py<PyAny>, String)>,
     /// Whether tensors may be recorded here: not when the task saves tensor files (their
     /// names and writes belong to the recorder).
-    fast: bool,
+    pub(crate) fast: bool,
     /// msprobe's low precision: small float32 tensors take torch's own Mean/Norm.
-    torch_order: bool,
-}
-
-impl Walker {
-    pub(crate) fn new(
-        tensor: Py<PyType>,
-        parameter: Py<PyType>,
-        strided: Py<PyAny>,
-        float32: Py<PyAny>,
-        dtypes: Vec<(Py<PyAny>, String)>,
-        fast: bool,
-        torch_order: bool,
-    ) -> Walker {
-        Walker {
-            tensor,
-            parameter,
-            strided,
-            float32,
-            dtypes,
-            fast,
-            torch_order,
-        }
-    }
+    pub(crate) torch_order: bool,
 }
 
 /// One walk: the session's settings copied out, so that the recorder's fallbacks may call
