@@ -326,7 +326,6 @@ impl DumpState {
     /// renders each body once, for its journal record and this state).
     pub fn merge_rendered(&mut self, name: &str, body: &RenderedBody, reinsert: bool) {
         let base = self.arena.len();
-        self.arena.extend_from_slice(&body.text);
         let moved = body
             .parts
             .iter()
@@ -341,15 +340,18 @@ impl DumpState {
                 }
             }
             Some(Body::Values(m)) => {
+                // A body waiting for statistics keeps JSON values: the text is parsed, not kept.
                 for (k, r) in body.iter() {
                     m.insert(k.clone(), parse_rendered(r));
                 }
+                return;
             }
             None => {
                 let parts = moved.collect();
                 self.push_slot(name, Body::Text(parts));
             }
         }
+        self.arena.extend_from_slice(&body.text);
     }
 
     /// [`merge_entry`](DumpState::merge_entry) of a body holding pending tensor records: the

@@ -43,7 +43,7 @@ fn summary_mode(s: &str) -> PyResult<SummaryMode> {
 }
 
 /// Tensors below this many bytes are summarised without releasing the GIL.
-pub(crate) const DETACH_MIN_BYTES: usize = 16 << 10;
+const DETACH_MIN_BYTES: usize = 16 << 10;
 
 /// A finished tensor record (opaque to Python; placed inside entry bodies).
 #[pyclass(frozen, module = "numprobe._native")]
@@ -64,6 +64,23 @@ pub(crate) unsafe fn borrow<'a>(ptr: usize, nbytes: usize) -> &'a [u8] {
     } else {
         unsafe { std::slice::from_raw_parts(ptr as *const u8, nbytes) }
     }
+}
+
+/// The record of `info` with statistics of its `nbytes` bytes, read in place; the GIL is
+/// released for the pass unless the tensor is small (releasing and taking it back costs more
+/// than the pass then).
+pub(crate) fn record_in_place(
+    py: Python<'_>,
+    info: &TensorInfo<'_>,
+    opts: &Options,
+    nbytes: usize,
+) -> PyResult<Value> {
+    if nbytes < DETACH_MIN_BYTES {
+        tensor_record(info, opts)
+    } else {
+        py.detach(|| tensor_record(info, opts))
+    }
+    .map_err(|e| PyValueError::new_err(e.to_string()))
 }
 
 /// `obj` as a JSON value; the pending ids of placeholder tensor records met on the way are
@@ -88,10 +105,7 @@ pub(crate) fn to_value(
         return Ok(Value::Bool(b.is_true()));
     }
     if let Ok(i) = obj.cast::<PyInt>() {
-        return Ok(match i.extract::<i64>() {
-            Ok(v) => Value::Int(v),
-            Err(_) => Value::BigInt(i.str()?.to_string().into()),
-        });
+        return walk::int_value(i);
     }
     if let Ok(f) = obj.cast::<PyFloat>() {
         return Ok(Value::Float(f.value()));
@@ -424,14 +438,7 @@ impl Session {
             torch_threads: self.torch_threads,
             torch_mean_norm: mean_norm,
         };
-        let opts = self.opts;
-        // Releasing and taking back the GIL costs more than the pass over a small tensor.
-        let value = if nbytes < DETACH_MIN_BYTES {
-            tensor_record(&info, &opts)
-        } else {
-            py.detach(|| tensor_record(&info, &opts))
-        }
-        .map_err(|e| PyValueError::new_err(e.to_string()))?;
+        let value = record_in_place(py, &info, &self.opts, nbytes)?;
         Ok(TensorRec {
             value,
             pending: None,
@@ -624,9 +631,9 @@ impl Session {
 
     /// What the native walk of API values (`api_input`, `api_output`, `lists_entry`) needs
     /// of torch: `torch.Tensor`, `torch.nn.Parameter`, `torch.strided`, `torch.float32`, the
-    /// `(dtype, str(dtype))` pairs, whether tensors may be recorded natively (not when the
-    /// task saves tensor files), and msprobe's low precision (small float32 tensors take
-    /// torch's Mean/Norm).
+    /// `(dtype, str(dtype))` pairs, the sizes at which the recorder caches records and takes
+    /// torch's float32 Mean/Norm (its own path takes those tensors), whether tensors may be
+    /// recorded natively (not when the task saves tensor files), and msprobe's low precision.
     #[allow(clippy::too_many_arguments)]
     fn set_walker(
         &mut self,
@@ -635,6 +642,8 @@ impl Session {
         strided: Py<PyAny>,
         float32: Py<PyAny>,
         dtypes: Vec<(Py<PyAny>, String)>,
+        cache_min_bytes: usize,
+        torch_order_below_bytes: usize,
         tensors: bool,
         torch_order: bool,
     ) {
@@ -644,6 +653,8 @@ impl Session {
             strided,
             float32,
             dtypes,
+            cache_min_bytes,
+            torch_order_below_bytes,
             fast: tensors,
             torch_order,
         }));

@@ -13,7 +13,7 @@
 
 use std::sync::Arc;
 
-use capture::stats::{TensorInfo, tensor_record, type_name};
+use capture::stats::{TensorInfo, type_name};
 use dumpfmt::json::{Map, Value};
 use pyo3::exceptions::PyValueError;
 use pyo3::intern;
@@ -21,14 +21,8 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple, PyType};
 use stats_gpu::summary::Options;
 
-use crate::{DETACH_MIN_BYTES, borrow, to_value};
+use crate::{borrow, record_in_place, to_value};
 
-/// Tensors at least this large go to the recorder's own path, which caches their records
-/// (`_CACHE_MIN_BYTES` in `_values.py`: below it a statistics pass costs less than the checks).
-const CACHE_MIN_BYTES: usize = 64 << 10;
-/// Below this many bytes a float32 tensor's Mean/Norm are taken from torch itself under
-/// msprobe's low precision (see `_values.py`): the recorder's own path does so.
-const TORCH_ORDER_MIN_BYTES: usize = 32;
 /// Nesting msprobe's records go no deeper than (the Python walk's limit too).
 const MAX_DEPTH: usize = 400;
 
@@ -42,6 +36,12 @@ pub(crate) struct Walker {
     pub(crate) float32: Py<PyAny>,
     /// torch's dtype objects (singletons) and their names as `str(dtype)` gives them.
     pub(crate) dtypes: Vec<(Py<PyAny>, String)>,
+    /// Tensors at least this large go to the recorder's own path, which caches their records
+    /// (`_CACHE_MIN_BYTES` in `_values.py`).
+    pub(crate) cache_min_bytes: usize,
+    /// Under msprobe's low precision, float32 tensors below this many bytes take torch's own
+    /// Mean/Norm on the recorder's path (`_TORCH_ORDER_BELOW_BYTES`).
+    pub(crate) torch_order_below_bytes: usize,
     /// Whether tensors may be recorded here: not when the task saves tensor files (their
     /// names and writes belong to the recorder).
     pub(crate) fast: bool,
@@ -73,7 +73,8 @@ fn record(type_name: &str, value: Value) -> Value {
     Value::Object(Map::new().with("type", type_name).with("value", value))
 }
 
-fn int_value(i: &Bound<'_, PyInt>) -> PyResult<Value> {
+/// A Python int as JSON: beyond i64, its decimal text (Python's json writes big ints whole).
+pub(crate) fn int_value(i: &Bound<'_, PyInt>) -> PyResult<Value> {
     Ok(match i.extract::<i64>() {
         Ok(v) => Value::Int(v),
         Err(_) => Value::BigInt(i.str()?.to_string().into()),
@@ -178,7 +179,7 @@ impl<'py> Walk<'py> {
             return Ok(None);
         }
         let nbytes: usize = v.getattr(intern!(py, "nbytes"))?.extract()?;
-        if nbytes >= CACHE_MIN_BYTES {
+        if nbytes >= w.cache_min_bytes {
             return Ok(None);
         }
         let dtype = v.getattr(intern!(py, "dtype"))?;
@@ -196,7 +197,7 @@ impl<'py> Walk<'py> {
             shape.push(d.extract::<usize>()?);
         }
         if nbytes > 0
-            && nbytes < TORCH_ORDER_MIN_BYTES
+            && nbytes < w.torch_order_below_bytes
             && w.torch_order
             && !shape.is_empty()
             && dtype.is(w.float32.bind(py))
@@ -222,14 +223,7 @@ impl<'py> Walk<'py> {
             torch_threads: self.torch_threads,
             torch_mean_norm: None,
         };
-        let opts = self.opts;
-        let rec = if nbytes < DETACH_MIN_BYTES {
-            tensor_record(&info, &opts)
-        } else {
-            py.detach(|| tensor_record(&info, &opts))
-        }
-        .map_err(|e| PyValueError::new_err(e.to_string()))?;
-        Ok(Some(rec))
+        Ok(Some(record_in_place(py, &info, &self.opts, nbytes)?))
     }
 
     /// `[record of x for x in seq]`, the path of each member being `(path_name, i)`.

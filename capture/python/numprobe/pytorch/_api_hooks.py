@@ -4,13 +4,14 @@ each call.
 Calls are recorded through wrappers set in torch's namespaces (``_patch_namespaces``) when the
 debugger is created, as msprobe sets its own; a ``TorchFunctionMode`` (``_Mode``) sees the calls
 no wrapper took (recorded only under the ``extra_apis`` opt-in) and guards the statistics
-thread's tensors against writes. Each recorded call goes through ``ApiHooks.call_api``: its counter, msprobe's filters (scope,
-list, risk level), the inputs before it runs, the outputs after, and a hook on the outputs'
-autograd node for the backward entry. In the configuration most runs use (L1, no scope or list,
-no tensor files) a wrapper hands the whole call to one native method instead
-(``ApiCalls.call``, capture/py/src/api_call.rs), which does the same and calls back here for
-the rest; both walk an entry's values natively (``Session.api_input``/``api_output``). The APIs outside torch's Python namespaces (torch_npu,
-``torch.ops``) are wrapped by _ops_hooks.py and go through the same ``call_api``.
+thread's tensors against writes. Each recorded call goes through ``ApiHooks.call_api``: its
+counter, msprobe's filters (scope, list, risk level), the inputs before it runs, the outputs
+after, and a hook on the outputs' autograd node for the backward entry. In the configuration
+most runs use (L1, no scope or list, no tensor files) a wrapper hands the whole call to one
+native method instead (``ApiCalls.call``, capture/py/src/api_call.rs), which does the same and
+calls back here for the rest; both walk an entry's values natively (``Session.api_input`` and
+``api_output``). The APIs outside torch's Python namespaces (torch_npu, ``torch.ops``) are
+wrapped by _ops_hooks.py and go through the same ``call_api``.
 """
 from typing import Any, List, Tuple
 

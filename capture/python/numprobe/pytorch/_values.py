@@ -11,6 +11,7 @@ The record of a large tensor whose memory is unchanged since it was summarised i
 (``_cached_tensor``): an API's output is the next one's input, a parameter is read by several
 calls, ``p.grad`` aliases the gradient the backward hook saw.
 """
+import functools
 import os
 import zlib
 from typing import Dict
@@ -28,20 +29,20 @@ _F32 = torch.float32
 # Tensors at least this large have their records cached (below it a statistics pass costs
 # less than the cache's checks).
 _CACHE_MIN_BYTES = 64 << 10
+# Float32 tensors below this many bytes (8 elements) take torch's own Mean/Norm (``_tensor``).
+_TORCH_ORDER_BELOW_BYTES = 32
 _DTYPE_NAMES: Dict[torch.dtype, str] = {}
 _STORAGE = torch.UntypedStorage
 
 
-_WALKER_TYPES = []
-
-
+@functools.lru_cache(maxsize=None)
 def walker_types():
-    """What the native walk (``Session.set_walker``) needs of torch: the tensor types it
-    reads itself, ``torch.strided``, ``torch.float32`` and every dtype with its name."""
-    if not _WALKER_TYPES:
-        dtypes = [(d, str(d)) for d in vars(torch).values() if isinstance(d, torch.dtype)]
-        _WALKER_TYPES.extend((torch.Tensor, torch.nn.Parameter, _STRIDED, _F32, dtypes))
-    return _WALKER_TYPES
+    """What the native walk (``Session.set_walker``) needs of torch and of this module: the
+    tensor types it reads itself, ``torch.strided``, ``torch.float32``, every dtype with its
+    name, and the sizes at which ``_tensor`` caches records and takes torch's Mean/Norm."""
+    dtypes = [(d, str(d)) for d in vars(torch).values() if isinstance(d, torch.dtype)]
+    return (torch.Tensor, torch.nn.Parameter, _STRIDED, _F32, dtypes, _CACHE_MIN_BYTES,
+            _TORCH_ORDER_BELOW_BYTES)
 
 
 def _location(device):
@@ -208,7 +209,8 @@ class Values:
                     t = t.contiguous()
         nbytes = t.nbytes if stats else 0
         ptr = t.data_ptr() if nbytes else 0
-        if 0 < nbytes < 32 and dtype is _F32 and self.torch_order and v.dim():
+        if (0 < nbytes < _TORCH_ORDER_BELOW_BYTES and dtype is _F32 and self.torch_order
+                and v.dim()):
             # Under 8 elements torch's norm takes a kernel whose order was not pinned down
             # (capture/src/torch_order.rs); such tensors cost torch next to nothing.
             mean_norm = (torch.mean(t).item(), torch.norm(t).item())
