@@ -6,7 +6,8 @@ configurations (both walk the values through walk.rs, which hands some back to t
 ``value``). The script below mixes what the walk reads itself (scalars, lists, tuples,
 contiguous CPU tensors) with what it hands back (a non-contiguous tensor, a tensor above the
 cached size, dtypes, devices, a namedtuple output, tiny float32 tensors whose Mean/Norm come
-from torch), in-place calls, a backward pass and a call that raises.
+from torch), in-place calls, a backward pass (with a dropout of probability 0, which gets no
+backward entry) and a call that raises.
 """
 import glob
 import json
@@ -50,11 +51,13 @@ for step in range(2):
     nc = big.t().sin()
     w = torch.full((2,), 7, dtype=torch.int64)
     q = torch.nn.functional.gelu(y, approximate="tanh")
+    d0 = torch.nn.functional.dropout(y, 0.0)  # no backward entry (msprobe records none)
+    d1 = torch.nn.functional.dropout(y, p=0.25)
     try:
         torch.matmul(torch.ones(2, 3), torch.ones(2, 3))
     except RuntimeError:
         pass
-    (q.sum() + c.mean() + n.sum() + m.values.sum()).backward()
+    (q.sum() + c.mean() + n.sum() + m.values.sum() + d0.sum() + d1.sum()).backward()
     dbg.stop()
     dbg.step()
 """
@@ -88,3 +91,101 @@ def test_native_and_python_paths_dump_the_same_bytes(tmp_path, summary):
                  "Tensor.add_.0.forward", "Torch.matmul.0.forward", "Functional.gelu.0.backward"):
         assert name in data, name
     assert "output" not in data["Torch.matmul.0.forward"]
+    assert "Functional.dropout.1.backward" in data and "Functional.dropout.0.backward" not in data
+    assert "Torch.max.0.backward" in data
+
+
+def test_stack_key_packs_each_frames_code_and_offset():
+    """The call-site key the stack cache is keyed by: `skip`, then each frame's code object
+    address and instruction offset (what ``f_lasti`` says), outwards to the last frame. Read
+    through CPython's PyFrame_GetLasti where the interpreter has it, so checked against the
+    frames' own attributes."""
+    import struct
+    from numprobe._native import stack_key
+
+    def site():
+        key = stack_key(sys._getframe(), 12345)
+        # The callers are suspended at their calls, so their offsets are those the key saw.
+        want, f = [], sys._getframe()
+        while f is not None:
+            want += [id(f.f_code), f.f_lasti]
+            f = f.f_back
+        return key, want
+
+    key, want = site()
+    words = list(struct.unpack(f"<{len(key) // 8}q", key))
+    assert words[0] == 12345 and len(words) == 1 + len(want)
+    assert words[1] == want[0] and 0 < words[2] < want[1]  # site() went on past the call
+    assert words[3:] == want[2:]
+    # Another call from the same line gives the same key, one from another line another.
+    keys = [site()[0] for _ in range(2)]
+    assert keys[0] == keys[1] and keys[0] != key
+
+
+STRIDED = r"""
+import json, sys
+import torch
+from numprobe.pytorch import PrecisionDebugger
+
+torch.manual_seed(0)
+dump = sys.argv[1]
+with open(dump + ".json", "w") as f:
+    json.dump({"task": "statistics", "level": "L1", "dump_path": dump, "rank": [], "step": [],
+               "statistics": {"summary_mode": "statistics"}}, f)
+dbg = PrecisionDebugger(config_path=dump + ".json")
+base = torch.randn(6, 40, 24)
+base[0, 1, 2] = float("nan")
+base[1, 2, 3] = float("-inf")
+base[2, 3, 4] = -0.0
+def views(b):
+    return [b.transpose(1, 2), b[:, ::3, 1:], b.permute(2, 0, 1)[3:],
+            b[:1, :1].expand(5, 7, 24), b.narrow(2, 5, 9)]
+cases = views(base)
+for dt in (torch.bfloat16, torch.float16, torch.float64):
+    cases += views(base.to(dt))[:3]
+cases += [(base * 100).to(torch.int64)[:, ::2], (base > 0)[:, 1::2]]
+# Large enough for torch to split its reductions between threads.
+big = torch.randn(8, 96, 64) * 1e3
+big[3, 4, 5] = -0.0
+cases += [big.permute(2, 0, 1), big.transpose(0, 1)[:, 2:]]
+want = []
+dbg.start()
+for c in cases:
+    assert not c.is_contiguous()
+    torch.add(c, 0)
+    torch.add(c.contiguous(), 0)
+    want.append([torch.mean(c).item(), torch.norm(c).item()] if c.dtype == torch.float32 else None)
+dbg.stop()
+with open(dump + ".want.json", "w") as f:
+    json.dump(want, f)
+"""
+
+
+def test_strided_tensors_are_recorded_as_their_contiguous_copies(tmp_path):
+    """A non-contiguous tensor (transposed, sliced with steps, permuted, expanded with zero
+    strides, at a storage offset; float and integer dtypes, NaN, -inf, -0.0; sizes torch
+    reduces on several threads) is recorded as its contiguous copy, but for float32's Mean
+    and Norm, which are torch's own over the strided tensor (msprobe's: torch reduces it in
+    an order its strides set; a transpose's memory is read in place for them)."""
+    script = tmp_path / "strided.py"
+    script.write_text(STRIDED)
+    dump = str(tmp_path / "dump")
+    r = subprocess.run([sys.executable, str(script), dump], capture_output=True, text=True,
+                       timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    data = json.loads(open(glob.glob(os.path.join(dump, "step0", "*", "dump.json"))[0]).read())
+    data = data["data"]
+    with open(dump + ".want.json") as f:
+        want = json.load(f)
+    assert len(want) == 18
+    for i, mean_norm in enumerate(want):
+        strided = data[f"Torch.add.{2 * i}.forward"]["input_args"][0]
+        copy = data[f"Torch.add.{2 * i + 1}.forward"]["input_args"][0]
+        # Compared as JSON text: NaN equals NaN there, and -0.0 differs from 0.0.
+        if mean_norm is None:
+            assert json.dumps(strided) == json.dumps(copy), i
+        else:
+            for k in ("type", "dtype", "shape", "Max", "Min", "requires_grad"):
+                assert json.dumps(strided[k]) == json.dumps(copy[k]), (i, k)
+            got = [strided["Mean"], strided["Norm"]]
+            assert json.dumps(got) == json.dumps(mean_norm), (i, got, mean_norm)

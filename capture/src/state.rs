@@ -676,10 +676,12 @@ impl DumpState {
     /// [`write_files`](DumpState::write_files), each file fsynced before its rename and the
     /// directory after: the files survive a power cut without the journal.
     pub fn write_files_durable(&mut self, dir: &Path) -> Result<()> {
-        for (name, bytes) in self.render_files() {
-            dumpfmt::outfile::write(&dir.join(name), &bytes)?;
-        }
-        Ok(())
+        let files: Vec<_> = self
+            .render_files()
+            .into_iter()
+            .map(|(name, bytes)| (dir.join(name), bytes))
+            .collect();
+        Ok(dumpfmt::outfile::write_all_durable(&files)?)
     }
 
     /// Writes dump.json, and with `extra_info` stack.json and construct.json, into `dir`

@@ -64,26 +64,26 @@ impl TensorJob {
 }
 
 /// A writer thread fed through a channel; errors are kept and reported by [`finish`].
+/// The thread starts with the first file: a statistics run writes none, and its
+/// sessions (one per step) start no thread.
 ///
 /// [`finish`]: TensorWriter::finish
+#[derive(Default)]
 pub struct TensorWriter {
     tx: Option<Sender<TensorJob>>,
     handle: Option<JoinHandle<()>>,
     errors: Arc<Mutex<Vec<String>>>,
 }
 
-impl Default for TensorWriter {
-    fn default() -> Self {
-        TensorWriter::new()
-    }
-}
-
 impl TensorWriter {
     pub fn new() -> TensorWriter {
+        TensorWriter::default()
+    }
+
+    fn start(&mut self) {
         let (tx, rx): (Sender<TensorJob>, Receiver<TensorJob>) = mpsc::channel();
-        let errors = Arc::new(Mutex::new(Vec::new()));
-        let errs = Arc::clone(&errors);
-        let handle = std::thread::Builder::new()
+        let errs = Arc::clone(&self.errors);
+        self.handle = std::thread::Builder::new()
             .name("numprobe-tensor-writer".into())
             .spawn(move || {
                 for job in rx {
@@ -95,18 +95,17 @@ impl TensorWriter {
                 }
             })
             .ok();
-        TensorWriter {
-            tx: Some(tx),
-            handle,
-            errors,
+        if self.handle.is_some() {
+            self.tx = Some(tx);
         }
     }
 
     /// Queues a file; written synchronously when no thread could be started.
-    pub fn submit(&self, job: TensorJob) -> Result<()> {
-        if self.handle.is_some()
-            && let Some(tx) = &self.tx
-        {
+    pub fn submit(&mut self, job: TensorJob) -> Result<()> {
+        if self.handle.is_none() {
+            self.start();
+        }
+        if let Some(tx) = &self.tx {
             return tx
                 .send(job)
                 .map_err(|_| Error::Tensor("tensor writer thread has stopped".into()));

@@ -105,17 +105,17 @@ impl AtomicFile {
 
     /// fsyncs the data, then renames it over the target and fsyncs the directory.
     pub fn commit(self) -> Result<()> {
-        self.finish(true)
+        self.finish(true, true)
     }
 
     /// [`commit`](AtomicFile::commit) without the fsyncs: still never half-written under the
     /// final name after a kill, but a power cut may lose the new contents (the capture's
     /// per-step JSON files, whose journal is what survives a power cut).
     pub fn commit_unsynced(self) -> Result<()> {
-        self.finish(false)
+        self.finish(false, false)
     }
 
-    fn finish(mut self, sync: bool) -> Result<()> {
+    fn finish(mut self, sync: bool, sync_dir: bool) -> Result<()> {
         let target = self.target;
         self.tmp
             .as_file_mut()
@@ -134,17 +134,21 @@ impl AtomicFile {
         self.tmp
             .persist(&target)
             .map_err(|e| Error::io(&target, e.error))?;
-        if sync
-            && let Some(dir) = target.parent()
-            && !dir.as_os_str().is_empty()
-        {
-            // The rename itself reaches the disk with the directory (best effort: some file
-            // systems refuse to open a directory for fsync).
-            if let Ok(d) = File::open(dir) {
-                let _ = d.sync_all();
-            }
+        if sync_dir {
+            sync_parent(&target);
         }
         Ok(())
+    }
+}
+
+/// fsyncs the directory holding `path`, so that a rename into it reaches the disk (best
+/// effort: some file systems refuse to open a directory for fsync).
+fn sync_parent(path: &Path) {
+    if let Some(dir) = path.parent()
+        && !dir.as_os_str().is_empty()
+        && let Ok(d) = File::open(dir)
+    {
+        let _ = d.sync_all();
     }
 }
 
@@ -153,6 +157,26 @@ pub fn write(path: &Path, bytes: &[u8]) -> Result<()> {
     let mut f = AtomicFile::create(path)?;
     f.file().write_all(bytes).map_err(|e| Error::io(path, e))?;
     f.commit()
+}
+
+/// [`write()`] of several files, with one fsync of each directory after all the renames
+/// instead of one per file (a capture step's three JSON files; each file is fsynced before
+/// its rename, so none can reach the disk half-written under its final name).
+pub fn write_all_durable(files: &[(PathBuf, Vec<u8>)]) -> Result<()> {
+    let mut dirs: Vec<&Path> = Vec::new();
+    for (path, bytes) in files {
+        let mut f = AtomicFile::create(path)?;
+        f.file().write_all(bytes).map_err(|e| Error::io(path, e))?;
+        f.finish(true, false)?;
+        let dir = path.parent().unwrap_or(Path::new(""));
+        if !dirs.contains(&dir) {
+            dirs.push(dir);
+        }
+    }
+    for dir in dirs {
+        sync_parent(&dir.join("x"));
+    }
+    Ok(())
 }
 
 /// [`write()`] without the fsyncs (see [`AtomicFile::commit_unsynced`]).
@@ -187,6 +211,45 @@ mod tests {
         write(&p, b"new").unwrap();
         assert_eq!(std::fs::read(&p).unwrap(), b"new");
         assert_eq!(std::fs::read_dir(d.path()).unwrap().count(), 1);
+    }
+
+    #[test]
+    fn writes_a_batch_and_keeps_no_temporary() {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::write(d.path().join("b.json"), "old").unwrap();
+        let files = vec![
+            (d.path().join("a.json"), b"{}".to_vec()),
+            (d.path().join("b.json"), b"[1]".to_vec()),
+        ];
+        write_all_durable(&files).unwrap();
+        assert_eq!(std::fs::read(d.path().join("a.json")).unwrap(), b"{}");
+        assert_eq!(std::fs::read(d.path().join("b.json")).unwrap(), b"[1]");
+        assert_eq!(std::fs::read_dir(d.path()).unwrap().count(), 2);
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_batch_never_writes_through_a_link() {
+        let d = tempfile::tempdir().unwrap();
+        let victim = d.path().join("victim");
+        std::fs::write(&victim, "keep").unwrap();
+        std::os::unix::fs::symlink(&victim, d.path().join("b.json")).unwrap();
+        let files = vec![
+            (d.path().join("a.json"), b"{}".to_vec()),
+            (d.path().join("b.json"), b"[1]".to_vec()),
+        ];
+        let e = write_all_durable(&files).unwrap_err().to_string();
+        assert!(e.contains("b.json") && e.contains("symbolic link"), "{e}");
+        assert_eq!(std::fs::read(&victim).unwrap(), b"keep");
+        // No temporary is left behind beside the files.
+        let names: Vec<String> = std::fs::read_dir(d.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        assert!(
+            names.iter().all(|n| !n.ends_with(".numprobe-tmp")),
+            "{names:?}"
+        );
     }
 
     #[cfg(target_os = "linux")]

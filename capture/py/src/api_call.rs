@@ -9,10 +9,12 @@
 //! its Python `call_api` stays the path of every other configuration and of the mode.
 
 use std::cell::Cell;
+use std::collections::HashMap;
+use std::sync::Mutex;
 
 use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyFrozenSet, PyString, PyTuple, PyType};
+use pyo3::types::{PyDict, PyFrozenSet, PyList, PyString, PyTuple, PyType};
 
 use crate::{Session, stack_key};
 
@@ -88,6 +90,9 @@ pub(crate) struct ApiCalls {
     mode_pop: Py<PyAny>,
     mode_push: Py<PyAny>,
     grad_enabled: Py<PyAny>,
+    /// The originals seen without a `__code__` (builtins cannot gain one), by address; each
+    /// is held, so its address stays its own.
+    no_code: Mutex<HashMap<usize, Py<PyAny>>>,
 }
 
 /// `torch._C.DisableTorchFunction` entered for a scope, left at its end.
@@ -153,6 +158,7 @@ impl ApiCalls {
             mode_pop,
             mode_push,
             grad_enabled,
+            no_code: Mutex::new(HashMap::new()),
         }
     }
 
@@ -203,49 +209,74 @@ impl ApiCalls {
                     }
                 };
                 if let Some(frame) = frame {
-                    let skip = match orig.getattr_opt(intern!(py, "__code__"))? {
-                        Some(code) => code,
-                        None => py.None().into_bound(py),
-                    };
+                    let skip = self.code_of(py, orig)?;
                     let skey = stack_key(py, &frame, skip.as_ptr() as usize)?;
                     let gids = rec.getattr(intern!(py, "stack_gids"))?;
                     group = match gids.cast::<PyDict>()?.get_item(&skey)? {
                         Some(g) => Some(g.extract::<usize>()?),
                         None => None,
                     };
-                    site = Some((frame, skip));
+                    site = Some((frame, skip, skey, gids));
                 }
             }
             {
                 let _tf = NoTorchFunction::enter(self.no_torch_function.bind(py))?;
                 Session::api_input(session, &entry, args.as_any(), kwargs, rec, group)?;
             }
-            self.entry_done(py, rec)?;
-            if let (Some((frame, skip)), None) = (site, group) {
-                // The first call from this site in this session: its frames go to the stack.
-                let (skey, frames) = rec
-                    .call_method1(intern!(py, "stack_at"), (frame, skip))?
-                    .extract::<(Bound<'py, PyAny>, Bound<'py, PyAny>)>()?;
-                rec.call_method1(intern!(py, "_record_stack"), (&entry, skey, frames))?;
+            entry_done(py, rec, self.device_stats_bound)?;
+            if let (Some((frame, skip, skey, gids)), None) = (site, group) {
+                // The first call from this site in this session: its frames go to the stack,
+                // formatted once per process (the recorder's `stack_cache`, keyed as above).
+                let cache = rec.getattr(intern!(py, "stack_cache"))?;
+                let frames = match cache.cast::<PyDict>()?.get_item(&skey)? {
+                    Some(hit) => hit.cast::<PyTuple>()?.get_item(0)?,
+                    None => rec
+                        .call_method1(intern!(py, "stack_at"), (frame, skip))?
+                        .cast_into::<PyTuple>()?
+                        .get_item(1)?,
+                };
+                let frames: Vec<String> = frames.extract()?;
+                let g = session
+                    .borrow_mut()
+                    .stack(entry.to_cow()?.into_owned(), frames)?;
+                gids.set_item(skey, g)?;
             }
         }
         let out = self.run(py, rec, orig, args, kwargs)?;
         let _busy = Busy::set();
         let _tf = NoTorchFunction::enter(self.no_torch_function.bind(py))?;
         Session::api_output(session, &entry, &out, rec)?;
-        self.entry_done(py, rec)?;
-        if self.grad_enabled.bind(py).call0()?.is_truthy()? && self.may_need_grad(py, &out)? {
-            let backward = format!("{key}.{n}.backward");
-            rec.call_method1(
-                intern!(py, "_hook_backward"),
-                (backward, prefix, name, &out, args, kwargs),
-            )?;
+        entry_done(py, rec, self.device_stats_bound)?;
+        if self.grad_enabled.bind(py).call0()?.is_truthy()? {
+            self.hook_backward(py, &key, n, prefix, name, &out, args, kwargs)?;
         }
         Ok(out)
     }
 }
 
 impl ApiCalls {
+    /// `getattr(orig, "__code__", None)`; a builtin original (most are) is remembered as
+    /// having none, which would otherwise cost an AttributeError per call.
+    fn code_of<'py>(
+        &self,
+        py: Python<'py>,
+        orig: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let at = orig.as_ptr() as usize;
+        if self.no_code.lock().is_ok_and(|m| m.contains_key(&at)) {
+            return Ok(py.None().into_bound(py));
+        }
+        Ok(match orig.getattr_opt(intern!(py, "__code__"))? {
+            Some(code) => code,
+            None => {
+                if let Ok(mut m) = self.no_code.lock() {
+                    m.insert(at, orig.clone().unbind());
+                }
+                py.None().into_bound(py)
+            }
+        })
+    }
+
     fn selected(&self, py: Python<'_>, name: &Bound<'_, PyString>) -> PyResult<bool> {
         Ok(match &self.risk {
             Risk::All => true,
@@ -293,23 +324,125 @@ impl ApiCalls {
         orig.call(args, kw)
     }
 
-    /// Device statistics pending past the bound are read back once the entries holding them
-    /// are journaled (the recorder's `_entry_done`).
-    fn entry_done(&self, py: Python<'_>, rec: &Bound<'_, PyAny>) -> PyResult<()> {
-        let pending: usize = rec.getattr(intern!(py, "_dev_count"))?.extract()?;
-        if pending >= self.device_stats_bound && pending > 0 {
-            rec.call_method0(intern!(py, "flush_device_stats"))?;
+    /// Hooks the backward entry `{key}.{n}.backward` on the gradient function of `out`'s
+    /// first tensor (what the recorder's `_hook_backward` does for this configuration):
+    /// nothing when that tensor needs no gradient, nor for a dropout of probability 0
+    /// (msprobe records none). Called with torch functions disabled.
+    #[allow(clippy::too_many_arguments)]
+    fn hook_backward<'py>(
+        &self,
+        py: Python<'py>,
+        key: &str,
+        n: u64,
+        prefix: &Bound<'py, PyString>,
+        name: &Bound<'py, PyString>,
+        out: &Bound<'py, PyAny>,
+        args: &Bound<'py, PyTuple>,
+        kwargs: &Bound<'py, PyDict>,
+    ) -> PyResult<()> {
+        let Some(t) = first_tensor(out, self.tensor.bind(py), 0)? else {
+            return Ok(());
+        };
+        if !t.getattr(intern!(py, "requires_grad"))?.is_truthy()? {
+            return Ok(());
         }
+        let grad_fn = t.getattr(intern!(py, "grad_fn"))?;
+        if grad_fn.is_none() {
+            return Ok(());
+        }
+        if prefix.to_cow()? == "Functional" && name.to_cow()? == "dropout" {
+            let p = match args.get_item(1) {
+                Ok(p) => Some(p),
+                Err(_) => kwargs.get_item(intern!(py, "p"))?,
+            };
+            if let Some(p) = p
+                && p.eq(0)?
+            {
+                return Ok(());
+            }
+        }
+        let hook = BackwardHook {
+            recorder: self.recorder.clone_ref(py),
+            entry: PyString::new(py, &format!("{key}.{n}.backward")).unbind(),
+            no_torch_function: self.no_torch_function.clone_ref(py),
+            device_stats_bound: self.device_stats_bound,
+        };
+        grad_fn.call_method1(intern!(py, "register_hook"), (Bound::new(py, hook)?,))?;
         Ok(())
     }
+}
 
-    /// Whether the recorder's backward hook could register anything for `out`: not for a
-    /// plain tensor that does not require a gradient, nor for a value holding no tensor of
-    /// any kind the hook looks at (it takes the first tensor of a tuple or list).
-    fn may_need_grad(&self, py: Python<'_>, out: &Bound<'_, PyAny>) -> PyResult<bool> {
-        if out.get_type().is(self.tensor.bind(py)) {
-            return out.getattr(intern!(py, "requires_grad"))?.is_truthy();
-        }
-        Ok(!out.is_none())
+/// The first tensor of `v` as the recorder's `_first_tensor` finds it: `v` itself, or the
+/// first found depth-first in its lists and tuples.
+fn first_tensor<'py>(
+    v: &Bound<'py, PyAny>,
+    tensor: &Bound<'py, PyType>,
+    depth: usize,
+) -> PyResult<Option<Bound<'py, PyAny>>> {
+    if v.is_instance(tensor)? {
+        return Ok(Some(v.clone()));
     }
+    if depth < MAX_DEPTH && (v.is_instance_of::<PyList>() || v.is_instance_of::<PyTuple>()) {
+        for x in v.try_iter()? {
+            if let Some(t) = first_tensor(&x?, tensor, depth + 1)? {
+                return Ok(Some(t));
+            }
+        }
+    }
+    Ok(None)
+}
+
+/// Nesting the search for a tensor goes no deeper than (Python's own recursion limit stops
+/// the recorder's search near there).
+const MAX_DEPTH: usize = 400;
+
+/// The backward entry of one recorded API call, registered on its output's gradient
+/// function: records the gradients as the recorder's own hook does for the configuration
+/// of [`ApiCalls`] (`grad_outputs` as `input`, `grad_inputs` as `output`).
+#[pyclass(frozen, module = "numprobe._native")]
+pub(crate) struct BackwardHook {
+    recorder: Py<PyAny>,
+    entry: Py<PyString>,
+    no_torch_function: Py<PyAny>,
+    device_stats_bound: usize,
+}
+
+#[pymethods]
+impl BackwardHook {
+    fn __call__(
+        &self,
+        py: Python<'_>,
+        grad_inputs: Bound<'_, PyAny>,
+        grad_outputs: Bound<'_, PyAny>,
+    ) -> PyResult<()> {
+        let rec = self.recorder.bind(py);
+        if !rec.getattr(intern!(py, "enabled"))?.is_truthy()? {
+            return Ok(());
+        }
+        let session_obj = rec.getattr(intern!(py, "session"))?;
+        if session_obj.is_none() {
+            return Ok(());
+        }
+        let session = session_obj.cast::<Session>()?;
+        let _busy = Busy::set();
+        {
+            let _tf = NoTorchFunction::enter(self.no_torch_function.bind(py))?;
+            let lists = vec![
+                ("input".to_owned(), grad_outputs),
+                ("output".to_owned(), grad_inputs),
+            ];
+            Session::lists_entry(session, self.entry.bind(py), lists, rec)?;
+        }
+        entry_done(py, rec, self.device_stats_bound)
+    }
+}
+
+/// Device statistics pending past the bound are read back once the entries holding them
+/// are journaled (the recorder's `_entry_done`).
+fn entry_done(py: Python<'_>, rec: &Bound<'_, PyAny>, bound: usize) -> PyResult<()> {
+    let pending: usize = rec.getattr(intern!(py, "_dev_count"))?.extract()?;
+    if pending >= bound && pending > 0 {
+        rec.call_method0(intern!(py, "flush_device_stats"))?;
+    }
+    Ok(())
 }

@@ -587,7 +587,7 @@ impl Session {
     /// tensor lived, as `torch.save` of a device tensor writes it).
     #[pyo3(signature = (path, ptr, nbytes, dtype, shape, location="cpu"))]
     fn save_tensor(
-        &self,
+        &mut self,
         path: PathBuf,
         ptr: usize,
         nbytes: usize,
@@ -855,6 +855,37 @@ unsafe extern "C" {
     fn PyFrame_GetCode(frame: *mut pyo3::ffi::PyObject) -> *mut pyo3::ffi::PyObject;
 }
 
+/// `int PyFrame_GetLasti(PyFrameObject *)` (CPython 3.11 on).
+type GetLasti = unsafe extern "C" fn(*mut pyo3::ffi::PyObject) -> std::os::raw::c_int;
+
+/// CPython's `PyFrame_GetLasti` where the interpreter exports it (3.11 on), found at run time
+/// because the package also loads into 3.9 and 3.10; `None` there, and the key reads
+/// `f_lasti` (a Python int per frame, the cost this saves).
+fn frame_get_lasti() -> Option<GetLasti> {
+    static FOUND: std::sync::OnceLock<Option<GetLasti>> = std::sync::OnceLock::new();
+    *FOUND.get_or_init(|| {
+        #[cfg(target_os = "linux")]
+        {
+            unsafe extern "C" {
+                fn dlsym(
+                    handle: *mut std::ffi::c_void,
+                    symbol: *const std::ffi::c_char,
+                ) -> *mut std::ffi::c_void;
+            }
+            // SAFETY: RTLD_DEFAULT (null on Linux) searches the loaded objects; the symbol,
+            // when present, is CPython's function of the signature above.
+            unsafe {
+                let p = dlsym(std::ptr::null_mut(), c"PyFrame_GetLasti".as_ptr());
+                (!p.is_null()).then(|| std::mem::transmute::<*mut std::ffi::c_void, GetLasti>(p))
+            }
+        }
+        #[cfg(not(target_os = "linux"))]
+        {
+            None
+        }
+    })
+}
+
 /// The call-site key of the stack from `frame` outwards (the recorder's stack cache,
 /// capture/python/numprobe/pytorch/_stacks.py): `skip`, then each frame's code object address
 /// and instruction offset (`f_lasti`), as 8-byte little-endian words. The same walk in Python
@@ -877,6 +908,7 @@ fn stack_key<'py>(
     let mut key: Vec<u8> = Vec::with_capacity(16 * 64 + 8);
     key.extend_from_slice(&(skip as u64).to_le_bytes());
     let lasti_name = pyo3::intern!(py, "f_lasti").as_ptr();
+    let get_lasti = frame_get_lasti();
     // SAFETY: `f` is always a frame we hold a strong reference to (the caller's `frame`, then
     // each new reference PyFrame_GetBack returns); every new reference is released, on the
     // error path too.
@@ -887,17 +919,22 @@ fn stack_key<'py>(
             let code = PyFrame_GetCode(f);
             key.extend_from_slice(&(code as usize as u64).to_le_bytes());
             pyo3::ffi::Py_DECREF(code);
-            let lasti = pyo3::ffi::PyObject_GetAttr(f, lasti_name);
-            if lasti.is_null() {
-                pyo3::ffi::Py_DECREF(f);
-                return Err(PyErr::fetch(py));
-            }
-            let at = pyo3::ffi::PyLong_AsLongLong(lasti);
-            pyo3::ffi::Py_DECREF(lasti);
-            if at == -1 && !pyo3::ffi::PyErr_Occurred().is_null() {
-                pyo3::ffi::Py_DECREF(f);
-                return Err(PyErr::fetch(py));
-            }
+            let at = if let Some(get_lasti) = get_lasti {
+                i64::from(get_lasti(f))
+            } else {
+                let lasti = pyo3::ffi::PyObject_GetAttr(f, lasti_name);
+                if lasti.is_null() {
+                    pyo3::ffi::Py_DECREF(f);
+                    return Err(PyErr::fetch(py));
+                }
+                let at = pyo3::ffi::PyLong_AsLongLong(lasti);
+                pyo3::ffi::Py_DECREF(lasti);
+                if at == -1 && !pyo3::ffi::PyErr_Occurred().is_null() {
+                    pyo3::ffi::Py_DECREF(f);
+                    return Err(PyErr::fetch(py));
+                }
+                at
+            };
             key.extend_from_slice(&at.to_le_bytes());
             let back = PyFrame_GetBack(f);
             pyo3::ffi::Py_DECREF(f);

@@ -26,6 +26,21 @@ _NO_TORCH_FUNCTION = torch._C.DisableTorchFunction
 _TF_ALL_OFF = getattr(torch._C, "_is_torch_function_all_disabled", None)
 _STRIDED = torch.strided
 _F32 = torch.float32
+_vector_norm = torch.linalg.vector_norm
+
+
+def _dense(t):
+    """Whether `t`'s elements fill its memory exactly once: its strides, smallest first, are
+    those of a contiguous tensor of its sizes in some order (a transpose or permute of a
+    contiguous tensor; not a slice with steps nor an expanded view)."""
+    want = 1
+    for stride, size in sorted((st, n) for n, st in zip(t.shape, t.stride()) if n != 1):
+        if stride != want:
+            return False
+        want *= size
+    return True
+
+
 # Tensors at least this large have their records cached (below it a statistics pass costs
 # less than the cache's checks).
 _CACHE_MIN_BYTES = 64 << 10
@@ -202,10 +217,19 @@ class Values:
                 if t.is_neg():
                     t = t.resolve_neg()
                 if not t.is_contiguous():
+                    if (t.dtype is _F32 and self.torch_order and self.saving_entry != entry
+                            and self.cfg.summary_mode == "statistics"
+                            and t.numel() * 4 >= _TORCH_ORDER_BELOW_BYTES and _dense(t)):
+                        # A permutation of a contiguous layout (a transpose): torch reduces
+                        # it in memory order, as a contiguous tensor, so its memory read in
+                        # place gives torch's Max/Min/Mean/Norm (msprobe's) without a copy.
+                        return self.session.tensor(t.data_ptr(), t.numel() * 4, dname, shape,
+                                                   v.requires_grad, None, True, None)
                     if t.dtype == torch.float32 and t.dim() and t.numel() and self.torch_order:
                         # torch reduces a strided tensor in an order set by its strides;
-                        # msprobe's Mean/Norm are torch's own, so take them from torch.
-                        mean_norm = (torch.mean(t).item(), torch.norm(t).item())
+                        # msprobe's Mean/Norm are torch's own, so take them from torch
+                        # (torch.norm's own path for a whole tensor is this vector_norm).
+                        mean_norm = (torch.mean(t).item(), _vector_norm(t).item())
                     t = t.contiguous()
         nbytes = t.nbytes if stats else 0
         ptr = t.data_ptr() if nbytes else 0
@@ -213,7 +237,7 @@ class Values:
                 and v.dim()):
             # Under 8 elements torch's norm takes a kernel whose order was not pinned down
             # (capture/src/torch_order.rs); such tensors cost torch next to nothing.
-            mean_norm = (torch.mean(t).item(), torch.norm(t).item())
+            mean_norm = (torch.mean(t).item(), _vector_norm(t).item())
         rg = v.requires_grad
         if nbytes and self.saving_entry == entry:
             data_name = entry + "." + ".".join(str(p) for p in path) + ".pt"
