@@ -1,9 +1,10 @@
 //! One recorded API call in one native call, for the configuration most runs use (level L1,
 //! every data mode, no `scope`/`list`, no tensor files): the counter and entry name, msprobe's
 //! risk filter, the call-site key of the stack, the input entry, the call itself, the output
-//! entry, and the check that decides whether a backward hook is needed. Everything else (the
-//! first stack of a call site, values the native walk leaves to the recorder, backward hooks,
-//! device statistics) calls back into the recorder, so the dump is the recorder's own.
+//! entry, and the backward hook on the output's gradient function (a [`BackwardHook`], which
+//! records the gradients when autograd calls it). Everything else (the formatting of a new
+//! call site's frames, values the native walk leaves to the recorder, device statistics) calls
+//! back into the recorder, so the dump is the recorder's own.
 //!
 //! The namespace wrappers of `_api_hooks.py` call [`ApiCalls::call`] when the recorder has one;
 //! its Python `call_api` stays the path of every other configuration and of the mode.
