@@ -70,10 +70,7 @@ impl AtomicFile {
     /// Starts writing `path` (refused when it is a link or not a regular file).
     pub fn create(path: &Path) -> Result<AtomicFile> {
         check_target(path)?;
-        let dir = match path.parent() {
-            Some(d) if !d.as_os_str().is_empty() => d,
-            _ => Path::new("."),
-        };
+        let dir = dir_of(path);
         let name = path
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
@@ -115,7 +112,7 @@ impl AtomicFile {
         self.finish(false, false)
     }
 
-    fn finish(mut self, sync: bool, sync_dir: bool) -> Result<()> {
+    fn finish(mut self, sync: bool, sync_parent: bool) -> Result<()> {
         let target = self.target;
         self.tmp
             .as_file_mut()
@@ -134,47 +131,52 @@ impl AtomicFile {
         self.tmp
             .persist(&target)
             .map_err(|e| Error::io(&target, e.error))?;
-        if sync_dir {
-            sync_parent(&target);
+        if sync_parent {
+            sync_dir(dir_of(&target));
         }
         Ok(())
     }
 }
 
-/// fsyncs the directory holding `path`, so that a rename into it reaches the disk (best
-/// effort: some file systems refuse to open a directory for fsync).
-fn sync_parent(path: &Path) {
-    if let Some(dir) = path.parent()
-        && !dir.as_os_str().is_empty()
-        && let Ok(d) = File::open(dir)
-    {
+/// The directory a file path lies in (`.` for a bare file name).
+fn dir_of(path: &Path) -> &Path {
+    match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    }
+}
+
+/// fsyncs directory `dir`, so that a rename into it reaches the disk (best effort: some file
+/// systems refuse to open a directory for fsync).
+fn sync_dir(dir: &Path) {
+    if let Ok(d) = File::open(dir) {
         let _ = d.sync_all();
     }
 }
 
 /// Writes `bytes` to `path` safely (see the module documentation), fsynced.
 pub fn write(path: &Path, bytes: &[u8]) -> Result<()> {
-    let mut f = AtomicFile::create(path)?;
-    f.file().write_all(bytes).map_err(|e| Error::io(path, e))?;
-    f.commit()
+    write_all_durable(&[(path, bytes)])
 }
 
 /// [`write()`] of several files, with one fsync of each directory after all the renames
 /// instead of one per file (a capture step's three JSON files; each file is fsynced before
 /// its rename, so none can reach the disk half-written under its final name).
-pub fn write_all_durable(files: &[(PathBuf, Vec<u8>)]) -> Result<()> {
+pub fn write_all_durable<P: AsRef<Path>, B: AsRef<[u8]>>(files: &[(P, B)]) -> Result<()> {
     let mut dirs: Vec<&Path> = Vec::new();
     for (path, bytes) in files {
+        let path = path.as_ref();
         let mut f = AtomicFile::create(path)?;
-        f.file().write_all(bytes).map_err(|e| Error::io(path, e))?;
+        f.file()
+            .write_all(bytes.as_ref())
+            .map_err(|e| Error::io(path, e))?;
         f.finish(true, false)?;
-        let dir = path.parent().unwrap_or(Path::new(""));
-        if !dirs.contains(&dir) {
-            dirs.push(dir);
+        if !dirs.contains(&dir_of(path)) {
+            dirs.push(dir_of(path));
         }
     }
     for dir in dirs {
-        sync_parent(&dir.join("x"));
+        sync_dir(dir);
     }
     Ok(())
 }

@@ -10,13 +10,12 @@
 //! its Python `call_api` stays the path of every other configuration and of the mode.
 
 use std::cell::Cell;
-use std::collections::HashMap;
-use std::sync::Mutex;
 
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyFrozenSet, PyList, PyString, PyTuple, PyType};
 
+use crate::walk::MAX_DEPTH;
 use crate::{Session, stack_key};
 
 thread_local! {
@@ -91,9 +90,6 @@ pub(crate) struct ApiCalls {
     mode_pop: Py<PyAny>,
     mode_push: Py<PyAny>,
     grad_enabled: Py<PyAny>,
-    /// The originals seen without a `__code__` (builtins cannot gain one), by address; each
-    /// is held, so its address stays its own.
-    no_code: Mutex<HashMap<usize, Py<PyAny>>>,
 }
 
 /// `torch._C.DisableTorchFunction` entered for a scope, left at its end.
@@ -159,17 +155,20 @@ impl ApiCalls {
             mode_pop,
             mode_push,
             grad_enabled,
-            no_code: Mutex::new(HashMap::new()),
         }
     }
 
     /// Records a call of API `prefix.name` whose original is `orig`, and returns its result
-    /// (what the recorder's `call_api` does, for this configuration). The caller checked that
-    /// recording is on, this thread is not busy, and no statistics-thread job is pending.
+    /// (what the recorder's `call_api` does, for this configuration). `code`: the original's
+    /// `__code__` or None (its frame is left out of the stack), looked up once by the wrapper.
+    /// The caller checked that recording is on, this thread is not busy, and no
+    /// statistics-thread job is pending.
+    #[allow(clippy::too_many_arguments)]
     fn call<'py>(
         &self,
         py: Python<'py>,
         orig: &Bound<'py, PyAny>,
+        code: &Bound<'py, PyAny>,
         prefix: &Bound<'py, PyString>,
         name: &Bound<'py, PyString>,
         args: &Bound<'py, PyTuple>,
@@ -210,14 +209,13 @@ impl ApiCalls {
                     }
                 };
                 if let Some(frame) = frame {
-                    let skip = self.code_of(py, orig)?;
-                    let skey = stack_key(py, &frame, skip.as_ptr() as usize)?;
+                    let skey = stack_key(py, &frame, code.as_ptr() as usize)?;
                     let gids = rec.getattr(intern!(py, "stack_gids"))?;
                     group = match gids.cast::<PyDict>()?.get_item(&skey)? {
                         Some(g) => Some(g.extract::<usize>()?),
                         None => None,
                     };
-                    site = Some((frame, skip, skey, gids));
+                    site = Some((frame, skey));
                 }
             }
             {
@@ -225,22 +223,13 @@ impl ApiCalls {
                 Session::api_input(session, &entry, args.as_any(), kwargs, rec, group)?;
             }
             entry_done(py, rec, self.device_stats_bound)?;
-            if let (Some((frame, skip, skey, gids)), None) = (site, group) {
-                // The first call from this site in this session: its frames go to the stack,
-                // formatted once per process (the recorder's `stack_cache`, keyed as above).
-                let cache = rec.getattr(intern!(py, "stack_cache"))?;
-                let frames = match cache.cast::<PyDict>()?.get_item(&skey)? {
-                    Some(hit) => hit.cast::<PyTuple>()?.get_item(0)?,
-                    None => rec
-                        .call_method1(intern!(py, "stack_at"), (frame, skip))?
-                        .cast_into::<PyTuple>()?
-                        .get_item(1)?,
-                };
-                let frames: Vec<String> = frames.extract()?;
-                let g = session
-                    .borrow_mut()
-                    .stack(entry.to_cow()?.into_owned(), frames)?;
-                gids.set_item(skey, g)?;
+            if let (Some((frame, skey)), None) = (site, group) {
+                // The first call from this site in this session: its frames (formatted once
+                // per process, under the key taken above) go to the stack.
+                let (skey, frames) = rec
+                    .call_method1(intern!(py, "stack_at"), (frame, code, skey))?
+                    .extract::<(Bound<'py, PyAny>, Bound<'py, PyAny>)>()?;
+                rec.call_method1(intern!(py, "_record_stack"), (&entry, skey, frames))?;
             }
         }
         let out = self.run(py, rec, orig, args, kwargs)?;
@@ -256,28 +245,6 @@ impl ApiCalls {
 }
 
 impl ApiCalls {
-    /// `getattr(orig, "__code__", None)`; a builtin original (most are) is remembered as
-    /// having none, which would otherwise cost an AttributeError per call.
-    fn code_of<'py>(
-        &self,
-        py: Python<'py>,
-        orig: &Bound<'py, PyAny>,
-    ) -> PyResult<Bound<'py, PyAny>> {
-        let at = orig.as_ptr() as usize;
-        if self.no_code.lock().is_ok_and(|m| m.contains_key(&at)) {
-            return Ok(py.None().into_bound(py));
-        }
-        Ok(match orig.getattr_opt(intern!(py, "__code__"))? {
-            Some(code) => code,
-            None => {
-                if let Ok(mut m) = self.no_code.lock() {
-                    m.insert(at, orig.clone().unbind());
-                }
-                py.None().into_bound(py)
-            }
-        })
-    }
-
     fn selected(&self, py: Python<'_>, name: &Bound<'_, PyString>) -> PyResult<bool> {
         Ok(match &self.risk {
             Risk::All => true,
@@ -341,27 +308,17 @@ impl ApiCalls {
         args: &Bound<'py, PyTuple>,
         kwargs: &Bound<'py, PyDict>,
     ) -> PyResult<()> {
-        let Some(t) = first_tensor(out, self.tensor.bind(py), 0)? else {
+        let Some(grad_fn) = grad_fn_to_hook(
+            out,
+            self.tensor.bind(py),
+            prefix,
+            name,
+            args.as_any(),
+            kwargs,
+        )?
+        else {
             return Ok(());
         };
-        if !t.getattr(intern!(py, "requires_grad"))?.is_truthy()? {
-            return Ok(());
-        }
-        let grad_fn = t.getattr(intern!(py, "grad_fn"))?;
-        if grad_fn.is_none() {
-            return Ok(());
-        }
-        if prefix.to_cow()? == "Functional" && name.to_cow()? == "dropout" {
-            let p = match args.get_item(1) {
-                Ok(p) => Some(p),
-                Err(_) => kwargs.get_item(intern!(py, "p"))?,
-            };
-            if let Some(p) = p
-                && p.eq(0)?
-            {
-                return Ok(());
-            }
-        }
         let hook = BackwardHook {
             recorder: self.recorder.clone_ref(py),
             entry: PyString::new(py, &format!("{key}.{n}.backward")).unbind(),
@@ -373,8 +330,60 @@ impl ApiCalls {
     }
 }
 
-/// The first tensor of `v` as the recorder's `_first_tensor` finds it: `v` itself, or the
-/// first found depth-first in its lists and tuples.
+/// The gradient function a backward entry of `out` hooks: that of its first tensor (itself,
+/// or the first found depth-first in its lists and tuples) when that tensor requires a
+/// gradient; none for a dropout of probability 0, which msprobe gives no backward entry.
+/// Both paths of a recorded call take it from here (`ApiCalls::hook_backward`, and the
+/// recorder's `_hook_backward` through [`backward_node`]). Call with torch functions disabled.
+fn grad_fn_to_hook<'py>(
+    out: &Bound<'py, PyAny>,
+    tensor: &Bound<'py, PyType>,
+    prefix: &Bound<'py, PyString>,
+    name: &Bound<'py, PyString>,
+    args: &Bound<'py, PyAny>,
+    kwargs: &Bound<'py, PyDict>,
+) -> PyResult<Option<Bound<'py, PyAny>>> {
+    let py = out.py();
+    let Some(t) = first_tensor(out, tensor, 0)? else {
+        return Ok(None);
+    };
+    if !t.getattr(intern!(py, "requires_grad"))?.is_truthy()? {
+        return Ok(None);
+    }
+    let grad_fn = t.getattr(intern!(py, "grad_fn"))?;
+    if grad_fn.is_none() {
+        return Ok(None);
+    }
+    if prefix.to_cow()? == "Functional" && name.to_cow()? == "dropout" {
+        let p = if args.len()? > 1 {
+            Some(args.get_item(1)?)
+        } else {
+            kwargs.get_item(intern!(py, "p"))?
+        };
+        if let Some(p) = p
+            && p.eq(0)?
+        {
+            return Ok(None);
+        }
+    }
+    Ok(Some(grad_fn))
+}
+
+/// The gradient function the backward entry of an API call `prefix.name` with result `out`
+/// hooks, or None (see `grad_fn_to_hook`); `tensor` is `torch.Tensor`. Call with torch
+/// functions disabled.
+#[pyfunction]
+pub(crate) fn backward_node<'py>(
+    out: &Bound<'py, PyAny>,
+    tensor: &Bound<'py, PyType>,
+    prefix: &Bound<'py, PyString>,
+    name: &Bound<'py, PyString>,
+    args: &Bound<'py, PyAny>,
+    kwargs: &Bound<'py, PyDict>,
+) -> PyResult<Option<Bound<'py, PyAny>>> {
+    grad_fn_to_hook(out, tensor, prefix, name, args, kwargs)
+}
+
 fn first_tensor<'py>(
     v: &Bound<'py, PyAny>,
     tensor: &Bound<'py, PyType>,
@@ -392,10 +401,6 @@ fn first_tensor<'py>(
     }
     Ok(None)
 }
-
-/// Nesting the search for a tensor goes no deeper than (Python's own recursion limit stops
-/// the recorder's search near there).
-const MAX_DEPTH: usize = 400;
 
 /// The backward entry of one recorded API call, registered on its output's gradient
 /// function: records the gradients as the recorder's own hook does for the configuration

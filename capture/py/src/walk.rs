@@ -23,8 +23,9 @@ use stats_gpu::summary::Options;
 
 use crate::{borrow, record_in_place, to_value};
 
-/// Nesting msprobe's records go no deeper than (the Python walk's limit too).
-const MAX_DEPTH: usize = 400;
+/// Nesting msprobe's records go no deeper than (the Python walk's limit too), nor the search
+/// for an output's first tensor (`api_call.rs`).
+pub(crate) const MAX_DEPTH: usize = 400;
 
 /// What the walk needs to know of torch, given once per session by the recorder.
 pub(crate) struct Walker {

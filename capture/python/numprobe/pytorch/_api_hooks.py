@@ -25,6 +25,7 @@ from ._reentry import busy as _busy
 from ._reentry import set_busy as _set_busy
 from .risk import CORE, LOW_RISK, is_recorded_at
 from .._native import ApiCalls
+from .._native import backward_node as _backward_node
 
 _NO_TORCH_FUNCTION = torch._C.DisableTorchFunction
 _TF_ALL_OFF = getattr(torch._C, "_is_torch_function_all_disabled", None)  # torch 2.4 on
@@ -87,6 +88,8 @@ def _make_api_wrapper(orig, api):
     # Collectives record their arguments after the call as outputs (``_DIST_IGNORE``): the
     # recorder's own path.
     native = prefix != "Distributed"
+    # Left out of the call's stack (a Python-level original's own frame).
+    code = getattr(orig, "__code__", None)
 
     def wrapper(*args, **kwargs):
         rec = _ACTIVE[0]
@@ -95,7 +98,7 @@ def _make_api_wrapper(orig, api):
         calls = rec.native_calls
         if native and calls is not None and not rec.async_jobs and not rec.async_storages:
             # The common configuration: the whole call recorded by one native call.
-            return calls.call(orig, prefix, name, args, kwargs)
+            return calls.call(orig, code, prefix, name, args, kwargs)
         return rec.call_api(api, orig, args, kwargs, inner_busy=True)
 
     wrapper.__name__ = getattr(orig, "__name__", api[1])
@@ -215,17 +218,6 @@ class _Mode(TorchFunctionMode):
                 rec._guard_writes(func, args, kwargs)
             return func(*args, **kwargs)
         return rec.call_api(api, func, args, kwargs, extra=True)
-
-
-def _first_tensor(v):
-    if isinstance(v, torch.Tensor):
-        return v
-    if isinstance(v, (list, tuple)):
-        for x in v:
-            t = _first_tensor(x)
-            if t is not None:
-                return t
-    return None
 
 
 class ApiHooks:
@@ -389,22 +381,16 @@ class ApiHooks:
         return is_recorded_at(name, cfg.risk_level)
 
     def _hook_backward(self, entry, prefix, name, out, args, kwargs, construct_only=False):
-        t = _first_tensor(out)
-        if t is None:
-            return
-        # Read without the mode: each tensor attribute would otherwise go through it.
+        # The output's gradient function, by the rule the native path uses too; read without
+        # the mode: each tensor attribute would otherwise go through it.
         tf_off = _TF_ALL_OFF is not None and _TF_ALL_OFF()
         if tf_off:
-            grad_fn = t.grad_fn if t.requires_grad else None
+            grad_fn = _backward_node(out, torch.Tensor, prefix, name, args, kwargs)
         else:
             with _NO_TORCH_FUNCTION():
-                grad_fn = t.grad_fn if t.requires_grad else None
+                grad_fn = _backward_node(out, torch.Tensor, prefix, name, args, kwargs)
         if grad_fn is None:
             return
-        if prefix == "Functional" and name == "dropout":
-            p = args[1] if len(args) > 1 else kwargs.get("p", 0.5)
-            if p == 0:
-                return
         rec = self
 
         def hook(grad_inputs, grad_outputs):

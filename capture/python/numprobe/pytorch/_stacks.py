@@ -25,12 +25,13 @@ class Stacks:
         ``stack_at``)."""
         return self.stack_at(sys._getframe(2), skip_code)
 
-    def stack_at(self, frame, skip_code=None):
+    def stack_at(self, frame, skip_code=None, key=None):
         """The frames from `frame` outwards as stack.json lines, and the key they are cached
         under: the ids of the frames' code objects and their instruction offsets, packed by
         the native walk (the cached value keeps the code objects alive, so an id cannot be
-        reused while it is a key)."""
-        key = _stack_key(frame, id(skip_code))
+        reused while it is a key). `key`: that key, when the caller took it already."""
+        if key is None:
+            key = _stack_key(frame, id(skip_code))
         hit = self.stack_cache.get(key)
         if hit is not None:
             return key, hit[0]

@@ -225,7 +225,7 @@ class Values:
                         # place gives torch's Max/Min/Mean/Norm (msprobe's) without a copy.
                         return self.session.tensor(t.data_ptr(), t.numel() * 4, dname, shape,
                                                    v.requires_grad, None, True, None)
-                    if t.dtype == torch.float32 and t.dim() and t.numel() and self.torch_order:
+                    if t.dtype is _F32 and t.dim() and t.numel() and self.torch_order:
                         # torch reduces a strided tensor in an order set by its strides;
                         # msprobe's Mean/Norm are torch's own, so take them from torch
                         # (torch.norm's own path for a whole tensor is this vector_norm).
