@@ -308,7 +308,7 @@ impl ApiCalls {
         args: &Bound<'py, PyTuple>,
         kwargs: &Bound<'py, PyDict>,
     ) -> PyResult<()> {
-        let Some(grad_fn) = grad_fn_to_hook(
+        let Some(grad_fn) = backward_node(
             out,
             self.tensor.bind(py),
             prefix,
@@ -334,8 +334,10 @@ impl ApiCalls {
 /// or the first found depth-first in its lists and tuples) when that tensor requires a
 /// gradient; none for a dropout of probability 0, which msprobe gives no backward entry.
 /// Both paths of a recorded call take it from here (`ApiCalls::hook_backward`, and the
-/// recorder's `_hook_backward` through [`backward_node`]). Call with torch functions disabled.
-fn grad_fn_to_hook<'py>(
+/// recorder's `_hook_backward`); `tensor` is `torch.Tensor`. Call with torch functions
+/// disabled.
+#[pyfunction]
+pub(crate) fn backward_node<'py>(
     out: &Bound<'py, PyAny>,
     tensor: &Bound<'py, PyType>,
     prefix: &Bound<'py, PyString>,
@@ -367,21 +369,6 @@ fn grad_fn_to_hook<'py>(
         }
     }
     Ok(Some(grad_fn))
-}
-
-/// The gradient function the backward entry of an API call `prefix.name` with result `out`
-/// hooks, or None (see `grad_fn_to_hook`); `tensor` is `torch.Tensor`. Call with torch
-/// functions disabled.
-#[pyfunction]
-pub(crate) fn backward_node<'py>(
-    out: &Bound<'py, PyAny>,
-    tensor: &Bound<'py, PyType>,
-    prefix: &Bound<'py, PyString>,
-    name: &Bound<'py, PyString>,
-    args: &Bound<'py, PyAny>,
-    kwargs: &Bound<'py, PyDict>,
-) -> PyResult<Option<Bound<'py, PyAny>>> {
-    grad_fn_to_hook(out, tensor, prefix, name, args, kwargs)
 }
 
 fn first_tensor<'py>(
