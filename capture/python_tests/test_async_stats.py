@@ -177,3 +177,48 @@ def test_kill_with_jobs_in_flight_keeps_every_entry(tmp_path):
     # A 200 ms hold per job: the kill found jobs unfinished, written with null statistics.
     assert nulls > 0
     assert sum(r[3] for r in results) == nulls
+
+
+MODE_SCRIPT = r"""
+import json, sys, time
+import torch
+from numprobe.pytorch import PrecisionDebugger
+
+torch.set_num_threads(1)
+dump, extra = sys.argv[1], sys.argv[2] == "1"
+with open(dump + ".json", "w") as f:
+    json.dump({"task": "statistics", "level": "L1", "dump_path": dump}, f)
+dbg = PrecisionDebugger(config_path=dump + ".json", extra_apis=extra)
+dbg.recorder.stats_thread_delay_ms = 50
+depth = torch._C._len_torch_function_stack
+seen = {}
+dbg.start()
+small = torch.mul(torch.ones(8), 2.0)
+seen["small"] = depth()
+big = torch.mul(torch.ones(512, 512), 2.0)  # 1 MiB: a job held back 50 ms
+seen["job"] = depth()
+big.add_(1.0)                                # the guard waits for the job (and its
+time.sleep(0.5)                              # output makes one more)
+small = torch.mul(small, 3.0)                # a later call finds the mode idle
+seen["after"] = depth()
+dbg.stop()
+seen["stopped"] = depth()
+print(json.dumps(seen))
+"""
+
+
+@pytest.mark.parametrize("extra", [False, True])
+def test_mode_is_on_the_stack_only_while_needed(tmp_path, extra):
+    """The recorder's TorchFunctionMode makes every torch call of the script a Python round
+    trip: it is there for the extra_apis opt-in, and while a statistics job holds a storage
+    (to guard writes into it), and nowhere else."""
+    script = os.path.join(str(tmp_path), "mode.py")
+    with open(script, "w") as f:
+        f.write(MODE_SCRIPT)
+    env = dict(os.environ, NUMPROBE_ASYNC_STATS="1")
+    r = subprocess.run([sys.executable, script, str(tmp_path / "dump"), "1" if extra else "0"],
+                       env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    seen = json.loads(r.stdout.strip().splitlines()[-1])
+    on = 1 if extra else 0
+    assert seen == {"small": on, "job": 1, "after": on, "stopped": 0}

@@ -189,3 +189,66 @@ def test_strided_tensors_are_recorded_as_their_contiguous_copies(tmp_path):
                 assert json.dumps(strided[k]) == json.dumps(copy[k]), (i, k)
             got = [strided["Mean"], strided["Norm"]]
             assert json.dumps(got) == json.dumps(mean_norm), (i, got, mean_norm)
+
+
+CACHE = r"""
+import json, sys
+import torch
+import numprobe.pytorch._values as values
+from numprobe.pytorch import PrecisionDebugger
+
+torch.manual_seed(0)
+torch.set_num_threads(1)
+dump, cached = sys.argv[1], sys.argv[2] == "1"
+if not cached:
+    values._CACHE_MIN_BYTES = 1 << 62  # every tensor summarised afresh
+with open(dump + ".json", "w") as f:
+    json.dump({"task": "statistics", "level": "L1", "dump_path": dump, "rank": [], "step": [],
+               "statistics": {"summary_mode": "statistics"}}, f)
+dbg = PrecisionDebugger(config_path=dump + ".json")
+dbg.start()
+a = torch.randn(128, 256)                # 128 KiB: above the cached size
+torch.abs(a); torch.abs(a)               # unchanged: the second record is the first's
+a.data.mul_(2.0)                         # a write that bypasses a's version counter
+torch.abs(a)
+a.numpy()[:] = 3.0                       # a write through a numpy alias
+torch.abs(a)
+a.add_(1.0)                              # in place: the version counter moves
+torch.abs(a)
+a.requires_grad_(True)
+torch.abs(a)
+v = a.detach().view(256, 128)            # same memory, another shape
+torch.abs(v)
+for i in range(4):                       # freed and allocated again (often at one address)
+    b = torch.full((128, 256), float(i))
+    torch.abs(b)
+    del b
+h = torch.randn(64, 512, dtype=torch.float16) * 100
+torch.abs(h); h[3, 4] = float("nan"); torch.abs(h)
+print(len(dbg.recorder.stats_cache))
+dbg.stop()
+"""
+
+
+def test_record_cache_never_serves_a_changed_tensor(tmp_path):
+    """Large tensors' records are reused while their memory is unchanged (the walk's cache,
+    shared with the recorder's): writes through ``.data``, a numpy alias, in-place ops, a
+    changed requires_grad or shape, and memory freed and reused all give the records a run
+    without the cache writes. (A write that bypasses the version counter and changes none of
+    the 64 sampled words, one element through a numpy alias, is what the cache cannot see.)"""
+    script = tmp_path / "cache.py"
+    script.write_text(CACHE)
+    got, sizes = {}, {}
+    for cached in ("1", "0"):
+        dump = str(tmp_path / f"dump{cached}")
+        r = subprocess.run([sys.executable, str(script), dump, cached], capture_output=True,
+                           text=True, timeout=600)
+        assert r.returncode == 0, r.stderr[-3000:]
+        sizes[cached] = int(r.stdout.strip().splitlines()[-1])
+        got[cached] = dump_files(dump)
+    assert got["1"] and got["1"] == got["0"]
+    # The cache was used (and not when turned off).
+    assert sizes["1"] > 0 and sizes["0"] == 0
+    data = json.loads(got["1"][("step0", "dump.json")])["data"]
+    maxes = [data[f"Torch.abs.{i}.forward"]["output"][0]["Max"] for i in range(6)]
+    assert maxes[0] == maxes[1] and maxes[3] == 3.0 and maxes[4] == maxes[5] == 4.0

@@ -4,6 +4,7 @@
 use std::collections::{HashMap, HashSet};
 use std::ops::Range;
 use std::path::Path;
+use std::sync::Arc;
 
 use dumpfmt::json::{self, Map, Str, Value};
 
@@ -173,16 +174,21 @@ pub struct DumpState {
     /// The rendered values of [`Body::Text`] bodies, appended as they come (a value replaced
     /// by a later record of the same key leaves its old text unused).
     arena: Vec<u8>,
-    index: HashMap<String, usize>,
+    index: FastMap<String, usize>,
     /// Stack groups in first-seen order: names sharing one exact frame list (spec §4.1).
-    stack_groups: Vec<(Vec<String>, Vec<String>)>,
-    stack_index: HashMap<Vec<String>, usize>,
+    /// A group's frames are shared with its index key (a frame list is kilobytes).
+    stack_groups: Vec<(Vec<String>, Arc<[String]>)>,
+    stack_index: FastMap<Arc<[String]>, usize>,
     construct: Vec<(String, Value)>,
-    construct_index: HashMap<String, usize>,
+    construct_index: FastMap<String, usize>,
     /// Pending tensor records whose fill has not come yet: id -> the entries holding it (one
     /// placeholder may be reused by several entries while its statistics are computed).
     pending: HashMap<u64, Vec<String>>,
 }
+
+/// A hash map with foldhash's per-map random seed: several times SipHash's speed on the
+/// names and frame lists hashed for every recorded API.
+type FastMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
 
 impl Default for DumpState {
     fn default() -> Self {
@@ -196,11 +202,11 @@ impl DumpState {
             meta: None,
             slots: Vec::new(),
             arena: Vec::new(),
-            index: HashMap::new(),
+            index: FastMap::default(),
             stack_groups: Vec::new(),
-            stack_index: HashMap::new(),
+            stack_index: FastMap::default(),
             construct: Vec::new(),
-            construct_index: HashMap::new(),
+            construct_index: FastMap::default(),
             pending: HashMap::new(),
         }
     }
@@ -448,7 +454,21 @@ impl DumpState {
                     }
                 }
             }
+            Record::Stack { name, frames } => self.add_stack(name, frames),
             other => self.apply_ref(&other),
+        }
+    }
+
+    /// `name`'s call stack: a member of the group of `frames`, or the first of a new group.
+    fn add_stack(&mut self, name: String, frames: Vec<String>) {
+        match self.stack_index.get(frames.as_slice()) {
+            Some(&i) => self.stack_groups[i].0.push(name),
+            None => {
+                let frames: Arc<[String]> = frames.into();
+                self.stack_index
+                    .insert(Arc::clone(&frames), self.stack_groups.len());
+                self.stack_groups.push((vec![name], frames));
+            }
         }
     }
 
@@ -464,14 +484,7 @@ impl DumpState {
                     self.maybe_compact();
                 }
             }
-            Record::Stack { name, frames } => match self.stack_index.get(frames) {
-                Some(&i) => self.stack_groups[i].0.push(name.clone()),
-                None => {
-                    self.stack_index
-                        .insert(frames.clone(), self.stack_groups.len());
-                    self.stack_groups.push((vec![name.clone()], frames.clone()));
-                }
-            },
+            Record::Stack { name, frames } => self.add_stack(name.clone(), frames.clone()),
             Record::StackRef { name, group } => {
                 // A reference to a group that does not exist cannot come from our writer; a
                 // damaged journal loses only that name.
@@ -649,7 +662,7 @@ impl DumpState {
                     if i == 0 {
                         Record::Stack {
                             name: name.clone(),
-                            frames: frames.clone(),
+                            frames: frames.to_vec(),
                         }
                     } else {
                         Record::StackRef {

@@ -279,7 +279,12 @@ impl ApiCalls {
             return orig.call(args, kw);
         }
         let _busy = Busy::set();
-        let mode = rec.getattr(intern!(py, "mode"))?;
+        let mut mode = rec.getattr(intern!(py, "mode"))?;
+        if !mode.is_none() {
+            // On the stack for the opt-in, or left there by a job done meanwhile.
+            rec.call_method0(intern!(py, "_drop_mode"))?;
+            mode = rec.getattr(intern!(py, "mode"))?;
+        }
         if !mode.is_none() {
             let n: usize = self.mode_len.bind(py).call0()?.extract()?;
             if n > 0 && self.mode_at.bind(py).call1((n - 1,))?.is(&mode) {

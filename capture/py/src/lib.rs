@@ -47,10 +47,10 @@ const DETACH_MIN_BYTES: usize = 16 << 10;
 
 /// A finished tensor record (opaque to Python; placed inside entry bodies).
 #[pyclass(frozen, module = "numprobe._native")]
-struct TensorRec {
-    value: Value,
+pub(crate) struct TensorRec {
+    pub(crate) value: Value,
     /// The pending id of a placeholder whose statistics come later (`Session.fill`).
-    pending: Option<u64>,
+    pub(crate) pending: Option<u64>,
 }
 
 /// Borrows `nbytes` bytes at `ptr`.
@@ -631,10 +631,15 @@ impl Session {
 
     /// What the native walk of API values (`api_input`, `api_output`, `lists_entry`) needs
     /// of torch: `torch.Tensor`, `torch.nn.Parameter`, `torch.strided`, `torch.float32`, the
-    /// `(dtype, str(dtype))` pairs, the sizes at which the recorder caches records and takes
-    /// torch's float32 Mean/Norm (its own path takes those tensors), whether tensors may be
-    /// recorded natively (not when the task saves tensor files), and msprobe's low precision.
+    /// `(dtype, str(dtype))` pairs, the size from which the recorder caches records
+    /// (`stats_cache`, shared with the walk), the size below which it takes torch's float32
+    /// Mean/Norm (its own path takes those tensors), `torch.UntypedStorage`, whether tensors
+    /// may be recorded natively (not when the task saves tensor files), msprobe's low
+    /// precision, and the size from which float tensors go to the statistics thread (None
+    /// when it is off; its jobs stay with the recorder).
     #[allow(clippy::too_many_arguments)]
+    #[pyo3(signature = (tensor, parameter, strided, float32, dtypes, cache_min_bytes,
+        torch_order_below_bytes, storage, tensors, torch_order, async_min_bytes=None))]
     fn set_walker(
         &mut self,
         tensor: Py<PyType>,
@@ -644,8 +649,10 @@ impl Session {
         dtypes: Vec<(Py<PyAny>, String)>,
         cache_min_bytes: usize,
         torch_order_below_bytes: usize,
+        storage: Py<PyAny>,
         tensors: bool,
         torch_order: bool,
+        async_min_bytes: Option<usize>,
     ) {
         self.walker = Some(Arc::new(Walker {
             tensor,
@@ -655,8 +662,10 @@ impl Session {
             dtypes,
             cache_min_bytes,
             torch_order_below_bytes,
+            storage,
             fast: tensors,
             torch_order,
+            async_min_bytes,
         }));
     }
 
@@ -820,7 +829,7 @@ fn fingerprint(py: Python<'_>, ptr: usize, nbytes: usize) -> u64 {
     py.detach(|| sample_hash(b))
 }
 
-fn sample_hash(b: &[u8]) -> u64 {
+pub(crate) fn sample_hash(b: &[u8]) -> u64 {
     const SAMPLES: usize = 64;
     let mut h: u64 = 0xcbf2_9ce4_8422_2325 ^ b.len() as u64;
     let mut mix = |w: u64| {

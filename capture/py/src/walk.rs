@@ -4,9 +4,10 @@
 //! frame per level, a dict per record, then a second walk here to turn the dicts into JSON
 //! values. Small ops are most of a real model's calls, so that cost is most of a recorded
 //! step. This walk takes the values msprobe records the same way every time (None, bools,
-//! ints, floats, strings, plain lists and tuples, and contiguous CPU tensors below the size
-//! whose records the recorder caches) and hands everything else to the recorder's own
-//! `value` / `outputs`, so the records are those of the Python walk, value for value.
+//! ints, floats, strings, plain lists and tuples, contiguous CPU tensors (large ones through
+//! the recorder's record cache, `stats_cache`), and float32 transposes under torch's order)
+//! and hands everything else to the recorder's own `value` / `outputs`, so the records are
+//! those of the Python walk, value for value.
 //!
 //! The caller runs it with torch functions disabled (`torch._C.DisableTorchFunction`): the
 //! tensor attributes read here would otherwise go through the recorder's own mode.
@@ -15,13 +16,13 @@ use std::sync::Arc;
 
 use capture::stats::{TensorInfo, type_name};
 use dumpfmt::json::{Map, Value};
-use pyo3::exceptions::PyValueError;
+use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple, PyType};
-use stats_gpu::summary::Options;
+use stats_gpu::summary::{Options, SummaryMode};
 
-use crate::{borrow, record_in_place, to_value};
+use crate::{TensorRec, borrow, record_in_place, sample_hash, to_value};
 
 /// Nesting msprobe's records go no deeper than (the Python walk's limit too), nor the search
 /// for an output's first tensor (`api_call.rs`).
@@ -43,11 +44,16 @@ pub(crate) struct Walker {
     /// Under msprobe's low precision, float32 tensors below this many bytes take torch's own
     /// Mean/Norm on the recorder's path (`_TORCH_ORDER_BELOW_BYTES`).
     pub(crate) torch_order_below_bytes: usize,
+    /// `torch.UntypedStorage` (whose weak references the record cache holds).
+    pub(crate) storage: Py<PyAny>,
     /// Whether tensors may be recorded here: not when the task saves tensor files (their
     /// names and writes belong to the recorder).
     pub(crate) fast: bool,
     /// msprobe's low precision: small float32 tensors take torch's own Mean/Norm.
     pub(crate) torch_order: bool,
+    /// Float tensors from this size go to the statistics thread (the recorder's path); None
+    /// when it is off.
+    pub(crate) async_min_bytes: Option<usize>,
 }
 
 /// One walk: the session's settings copied out, so that the recorder's fallbacks may call
@@ -80,6 +86,27 @@ pub(crate) fn int_value(i: &Bound<'_, PyInt>) -> PyResult<Value> {
         Ok(v) => Value::Int(v),
         Err(_) => Value::BigInt(i.str()?.to_string().into()),
     })
+}
+
+/// Whether a tensor of `shape` and `strides` fills its memory exactly once: its strides,
+/// smallest first, are those of a contiguous tensor of its sizes in some order (a transpose
+/// or permute; not a slice with steps nor an expanded view). `_dense` in `_values.py`.
+pub(crate) fn dense(shape: &[usize], strides: &[usize]) -> bool {
+    let mut dims: Vec<(usize, usize)> = strides
+        .iter()
+        .zip(shape)
+        .filter(|&(_, &n)| n != 1)
+        .map(|(&st, &n)| (st, n))
+        .collect();
+    dims.sort_unstable();
+    let mut want = 1usize;
+    for (stride, size) in dims {
+        if stride != want {
+            return false;
+        }
+        want = want.saturating_mul(size);
+    }
+    true
 }
 
 impl<'py> Walk<'py> {
@@ -164,26 +191,33 @@ impl<'py> Walk<'py> {
     }
 
     /// The record of a plain tensor whose bytes can be read in place, or `None` for the
-    /// recorder's path (another device, layout or stride, cached sizes, saved tensors).
+    /// recorder's path (another device or layout, other strides, cached sizes, saved tensors).
+    /// Read in place: a contiguous tensor, and under torch's order a float32 permutation of
+    /// a contiguous layout (a transpose), which torch reduces in memory order (`_values.py`).
     fn tensor(&mut self, v: &Bound<'py, PyAny>) -> PyResult<Option<Value>> {
         let py = v.py();
-        let w = &*self.walker;
+        let walker = Arc::clone(&self.walker);
+        let w = &*walker;
         if !w.fast {
             return Ok(None);
         }
-        let direct = v.getattr(intern!(py, "is_cpu"))?.extract::<bool>()?
+        let host = v.getattr(intern!(py, "is_cpu"))?.extract::<bool>()?
             && v.getattr(intern!(py, "layout"))?.is(w.strided.bind(py))
-            && v.call_method0(intern!(py, "is_contiguous"))?
-                .extract::<bool>()?
             && !v.call_method0(intern!(py, "is_neg"))?.extract::<bool>()?;
-        if !direct {
+        if !host {
             return Ok(None);
         }
-        let nbytes: usize = v.getattr(intern!(py, "nbytes"))?.extract()?;
-        if nbytes >= w.cache_min_bytes {
-            return Ok(None);
-        }
+        let contiguous = v
+            .call_method0(intern!(py, "is_contiguous"))?
+            .extract::<bool>()?;
         let dtype = v.getattr(intern!(py, "dtype"))?;
+        let f32 = dtype.is(w.float32.bind(py));
+        // Strided: only a dense float32 permutation under torch's order, in statistics mode.
+        let in_place =
+            contiguous || (f32 && w.torch_order && self.opts.mode == SummaryMode::Statistics);
+        if !in_place {
+            return Ok(None);
+        }
         let Some((_, dname)) = w.dtypes.iter().find(|(d, _)| d.bind(py).is(&dtype)) else {
             return Ok(None);
         };
@@ -197,11 +231,35 @@ impl<'py> Walk<'py> {
         for d in shape_t.iter() {
             shape.push(d.extract::<usize>()?);
         }
-        if nbytes > 0
+        let nbytes: usize = if contiguous {
+            let nbytes: usize = v.getattr(intern!(py, "nbytes"))?.extract()?;
+            if nbytes >= w.cache_min_bytes {
+                let async_float = w.async_min_bytes.is_some_and(|m| nbytes >= m)
+                    && matches!(
+                        dname.as_str(),
+                        "torch.float32" | "torch.float16" | "torch.bfloat16"
+                    );
+                if async_float {
+                    return Ok(None);
+                }
+                return self.cached(v, &shape_obj, &shape, dname, nbytes).map(Some);
+            }
+            nbytes
+        } else {
+            let strides: Vec<usize> = v.call_method0(intern!(py, "stride"))?.extract()?;
+            let numel: usize = shape.iter().product();
+            // No record cache on this path (the recorder caches contiguous tensors only).
+            if numel * 4 < w.torch_order_below_bytes || !dense(&shape, &strides) {
+                return Ok(None);
+            }
+            numel * 4
+        };
+        if contiguous
+            && nbytes > 0
             && nbytes < w.torch_order_below_bytes
             && w.torch_order
             && !shape.is_empty()
-            && dtype.is(w.float32.bind(py))
+            && f32
         {
             return Ok(None);
         }
@@ -211,8 +269,9 @@ impl<'py> Walk<'py> {
             0
         };
         let requires_grad = v.getattr(intern!(py, "requires_grad"))?.extract::<bool>()?;
-        // SAFETY: `v` is a live contiguous CPU tensor of `nbytes` bytes at `ptr` (checked
-        // above), held by the caller's arguments for the whole call.
+        // SAFETY: `v` is a live CPU tensor whose elements fill the `nbytes` bytes at `ptr`
+        // exactly once (contiguous, or a dense permutation: checked above), held by the
+        // caller's arguments for the whole call.
         let bytes = unsafe { borrow(ptr, nbytes) };
         let info = TensorInfo {
             type_name: type_name(self.opts.flavour),
@@ -225,6 +284,91 @@ impl<'py> Walk<'py> {
             torch_mean_norm: None,
         };
         Ok(Some(record_in_place(py, &info, &self.opts, nbytes)?))
+    }
+
+    /// The record of a large contiguous tensor, reused while its memory is unchanged (the
+    /// recorder's `_cached_tensor`, on its cache: an API's output is the next one's input,
+    /// a parameter is read by several calls). Unchanged: the same live storage, data
+    /// pointer, shape, dtype, requires_grad, version counter and content sample.
+    fn cached(
+        &mut self,
+        v: &Bound<'py, PyAny>,
+        shape_obj: &Bound<'py, PyAny>,
+        shape: &[usize],
+        dname: &str,
+        nbytes: usize,
+    ) -> PyResult<Value> {
+        let py = v.py();
+        let ptr: usize = v.call_method0(intern!(py, "data_ptr"))?.extract()?;
+        let rg = v.getattr(intern!(py, "requires_grad"))?.extract::<bool>()?;
+        // SAFETY: `v` is a live contiguous CPU tensor of `nbytes` bytes at `ptr` (checked by
+        // the caller), held by the caller's arguments for the whole call.
+        let bytes = unsafe { borrow(ptr, nbytes) };
+        let compute = |walk: &Self| {
+            let info = TensorInfo {
+                type_name: type_name(walk.opts.flavour),
+                dtype: dname,
+                shape,
+                bytes: Some(bytes),
+                requires_grad: Some(rg),
+                data_name: None,
+                torch_threads: walk.torch_threads,
+                torch_mean_norm: None,
+            };
+            record_in_place(py, &info, &walk.opts, nbytes)
+        };
+        // Inference tensors have no version counter: not cached.
+        let version = match v.getattr(intern!(py, "_version")) {
+            Ok(x) => x,
+            Err(e) if e.is_instance_of::<PyRuntimeError>(py) => return compute(self),
+            Err(e) => return Err(e),
+        };
+        let storage = match v.call_method0(intern!(py, "untyped_storage")) {
+            Ok(x) => x,
+            Err(e) if e.is_instance_of::<PyRuntimeError>(py) => return compute(self),
+            Err(e) => return Err(e),
+        };
+        let storage_type = self.walker.storage.bind(py);
+        let key = PyTuple::new(
+            py,
+            [
+                storage.getattr(intern!(py, "_cdata"))?,
+                ptr.into_pyobject(py)?.into_any(),
+                shape_obj.clone(),
+                PyString::new(py, dname).into_any(),
+                PyBool::new(py, rg).to_owned().into_any(),
+            ],
+        )?;
+        let cache_obj = self.recorder.getattr(intern!(py, "stats_cache"))?;
+        let cache = cache_obj.cast::<PyDict>()?;
+        let sample = py.detach(|| sample_hash(bytes));
+        if let Some(hit) = cache.get_item(&key)? {
+            let hit = hit.cast::<PyTuple>()?;
+            let wref = hit.get_item(0)?;
+            let expired = storage_type
+                .call_method1(intern!(py, "_expired"), (&wref,))?
+                .is_truthy()?;
+            if !expired
+                && hit.get_item(1)?.eq(&version)?
+                && hit.get_item(2)?.extract::<u64>()? == sample
+            {
+                let rec = hit.get_item(3)?;
+                return to_value(&rec, 0, &mut self.pending);
+            }
+            storage_type.call_method1(intern!(py, "_free_weak_ref"), (&wref,))?;
+            cache.del_item(&key)?;
+        }
+        let value = compute(self)?;
+        let rec = Bound::new(
+            py,
+            TensorRec {
+                value: value.clone(),
+                pending: None,
+            },
+        )?;
+        let wref = storage.call_method0(intern!(py, "_weak_ref"))?;
+        cache.set_item(key, (wref, version, sample, rec))?;
+        Ok(value)
     }
 
     /// `[record of x for x in seq]`, the path of each member being `(path_name, i)`.

@@ -4,15 +4,19 @@ each call.
 Calls are recorded through wrappers set in torch's namespaces (``_patch_namespaces``) when the
 debugger is created, as msprobe sets its own; a ``TorchFunctionMode`` (``_Mode``) sees the calls
 no wrapper took (recorded only under the ``extra_apis`` opt-in) and guards the statistics
-thread's tensors against writes. Each recorded call goes through ``ApiHooks.call_api``: its
-counter, msprobe's filters (scope, list, risk level), the inputs before it runs, the outputs
-after, and a hook on the outputs' autograd node for the backward entry. In the configuration
-most runs use (L1, no scope or list, no tensor files) a wrapper hands the whole call to one
-native method instead (``ApiCalls.call``, capture/py/src/api_call.rs), which does the same and
-calls back here for the rest; both walk an entry's values natively (``Session.api_input`` and
-``api_output``). The APIs outside torch's Python namespaces (torch_npu, ``torch.ops``) are
-wrapped by _ops_hooks.py and go through the same ``call_api``.
+thread's tensors against writes. The mode is on the stack only while it has one of those jobs
+(``_want_mode``/``_drop_mode``): with it, every torch call and tensor attribute read of the
+script makes a Python round trip (a tenth of a tiny Llama's recorded step). Each recorded
+call goes through ``ApiHooks.call_api``: its counter, msprobe's filters (scope, list, risk
+level), the inputs before it runs, the outputs after, and a hook on the outputs' autograd
+node for the backward entry. In the configuration most runs use (L1, no scope or list, no
+tensor files) a wrapper hands the whole call to one native method instead (``ApiCalls.call``,
+capture/py/src/api_call.rs), which does the same and calls back here for the rest; both walk
+an entry's values natively (``Session.api_input`` and ``api_output``). The APIs outside
+torch's Python namespaces (torch_npu, ``torch.ops``) are wrapped by _ops_hooks.py and go
+through the same ``call_api``.
 """
+import threading
 from typing import Any, List, Tuple
 
 import torch
@@ -223,7 +227,8 @@ class _Mode(TorchFunctionMode):
 class ApiHooks:
     """The recorder's API part (a mixin of ``Recorder``)."""
 
-    mode = None  # the _Mode while APIs are hooked
+    mode = None  # the _Mode while it is on the torch-function stack
+    _mode_thread = None  # the thread whose stack it goes on (the one that called start())
 
     def wrap_apis(self):
         """Sets the namespace wrappers (once per process): at the debugger's creation, as
@@ -246,23 +251,46 @@ class ApiHooks:
                         LOW_RISK, self.device_stats_bound, torch.Tensor, torch_c)
 
     def hook_apis(self):
-        """Sets the namespace wrappers (if not yet) and enters the mode."""
-        if self.mode is not None:
-            return
+        """Sets the namespace wrappers (if not yet), and the mode where the opt-in needs it
+        from the start."""
         self.wrap_apis()
         _ops_hooks.install(self.cfg)
         _ACTIVE[0] = self
-        self.mode = _Mode(self)
-        self.mode.__enter__()
+        self._mode_thread = threading.get_ident()
+        if self.extra_apis:
+            self._want_mode()
 
     def unhook_apis(self):
         """Leaves the mode (the namespace wrappers stay: disabled, they cost one test)."""
+        self._drop_mode(force=True)
+        self._mode_thread = None
+
+    def _want_mode(self):
+        """Puts the mode on this thread's torch-function stack (if not there yet): for the
+        opt-in, and while the statistics thread holds storages. Returns whether it is there
+        (not on a thread other than start()'s, whose stack it cannot guard)."""
+        if self._mode_thread != threading.get_ident():
+            return False
         if self.mode is not None:
-            mode, self.mode = self.mode, None
-            try:
-                mode.__exit__(None, None, None)
-            except Exception:  # popped by someone else already
-                pass
+            return True
+        self.mode = _Mode(self)
+        _MODE_PUSH(self.mode)
+        return True
+
+    def _drop_mode(self, force=False):
+        """Takes the mode off the stack once nothing needs it (`force`: at stop()). Only
+        when it is on top: inside its own ``__torch_function__`` torch holds it aside and
+        puts it back, and a mode the script entered later stays above it; either way the
+        next call that finds it idle takes it off."""
+        mode = self.mode
+        if mode is None or self._mode_thread != threading.get_ident():
+            return
+        if not force and (self.extra_apis or self.async_storages):
+            return
+        n = _MODE_STACK_LEN()
+        if n and _MODE_AT(n - 1) is mode:
+            _MODE_POP()
+            self.mode = None
 
     def call_api(self, api, func, args, kwargs, inner_busy=False, extra=False):
         prefix, name = api
@@ -356,6 +384,8 @@ class ApiHooks:
             return func(*args, **kwargs)
         _set_busy(True)
         try:
+            if self.mode is not None:
+                self._drop_mode()
             mode = self.mode
             if mode is not None and not self.async_storages:
                 # With the busy flag set the mode only passes calls through (and guards the

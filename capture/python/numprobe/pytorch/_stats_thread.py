@@ -12,7 +12,9 @@ arguments (``_guard_writes``: in-place methods and operators, ``out=``, ``inplac
 batch-norm running statistics, collectives, ``backward``) first completes the jobs of the
 storages it writes, running a job that has not started on the training thread. Writes the mode
 cannot see (numpy views, a DDP reducer's thread) would race, so distributed runs keep the
-synchronous path.
+synchronous path. The mode goes on the torch-function stack with the first job and comes off
+once no job holds a storage; jobs are made only on the thread that called start(), whose stack
+it is on.
 """
 import os
 
@@ -85,6 +87,9 @@ class StatsThread:
         too small or of another dtype (the caller, ``_cached_tensor``, found no cached record
         under `key`)."""
         if nbytes < _ASYNC_MIN_BYTES or v.dtype not in _DEV_FLOATS:
+            return None
+        if not self._want_mode():
+            # Writes on this thread would go unguarded: statistics taken here, now.
             return None
         pend = self.async_keys.get(key)
         if pend is not None and pend[1] == version:

@@ -9,7 +9,8 @@ and large CPU tensors may go to the statistics thread (_stats_thread.py).
 
 The record of a large tensor whose memory is unchanged since it was summarised is reused
 (``_cached_tensor``): an API's output is the next one's input, a parameter is read by several
-calls, ``p.grad`` aliases the gradient the backward hook saw.
+calls, ``p.grad`` aliases the gradient the backward hook saw. The native walk of API values
+(capture/py/src/walk.rs) keeps the same cache (``stats_cache``) by the same rule.
 """
 import functools
 import os
@@ -54,10 +55,12 @@ _STORAGE = torch.UntypedStorage
 def walker_types():
     """What the native walk (``Session.set_walker``) needs of torch and of this module: the
     tensor types it reads itself, ``torch.strided``, ``torch.float32``, every dtype with its
-    name, and the sizes at which ``_tensor`` caches records and takes torch's Mean/Norm."""
+    name, the sizes at which ``_tensor`` caches records (the walk uses ``stats_cache`` as
+    ``_cached_tensor`` does) and takes torch's Mean/Norm, and the storage type whose weak
+    references the cache holds."""
     dtypes = [(d, str(d)) for d in vars(torch).values() if isinstance(d, torch.dtype)]
     return (torch.Tensor, torch.nn.Parameter, _STRIDED, _F32, dtypes, _CACHE_MIN_BYTES,
-            _TORCH_ORDER_BELOW_BYTES)
+            _TORCH_ORDER_BELOW_BYTES, _STORAGE)
 
 
 def _location(device):
@@ -112,7 +115,6 @@ class Values:
 
     def _init_values(self):
         self.stats_cache = {}  # (storage, ptr, shape, dtype, rg) -> (weak storage, version, sample, rec)
-        self.cache_hits = 0
 
     def value(self, v, entry, path, kwname=None, depth=0):
         if isinstance(v, torch.Tensor):
@@ -267,7 +269,6 @@ class Values:
         if hit is not None:
             if (not _STORAGE._expired(hit[0]) and hit[1] == version
                     and hit[2] == _fingerprint(ptr, nbytes)):
-                self.cache_hits += 1
                 return hit[3]
             _STORAGE._free_weak_ref(hit[0])
             del self.stats_cache[key]

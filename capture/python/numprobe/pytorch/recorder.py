@@ -32,7 +32,7 @@ from ._api_hooks import ApiHooks, _patch_namespaces, _unpatch_namespaces, api_ma
 from ._device_stats import DeviceStats
 from ._module_hooks import ModuleHooks
 from ._stacks import Stacks
-from ._stats_thread import StatsThread
+from ._stats_thread import _ASYNC_MIN_BYTES, StatsThread
 from ._values import Values, _location, walker_types  # noqa: F401
 
 
@@ -91,7 +91,8 @@ class Recorder(StepSession, ApiHooks, ModuleHooks, Values, DeviceStats, StatsThr
         self.async_stats = self._async_stats_wanted()
         # The native walk of API values (capture/py/src/walk.rs) records what it can read in
         # place and hands the rest back to ``value``/``outputs``; tensor files stay with them.
-        self.session.set_walker(*walker_types(), not self.may_save, self.torch_order)
+        self.session.set_walker(*walker_types(), not self.may_save, self.torch_order,
+                                _ASYNC_MIN_BYTES if self.async_stats else None)
 
     def start(self, model=None):
         if not self.ensure_session():
