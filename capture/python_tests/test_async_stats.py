@@ -180,7 +180,7 @@ def test_kill_with_jobs_in_flight_keeps_every_entry(tmp_path):
 
 
 MODE_SCRIPT = r"""
-import json, sys, time
+import json, sys
 import torch
 from numprobe.pytorch import PrecisionDebugger
 
@@ -197,8 +197,8 @@ small = torch.mul(torch.ones(8), 2.0)
 seen["small"] = depth()
 big = torch.mul(torch.ones(512, 512), 2.0)  # 1 MiB: a job held back 50 ms
 seen["job"] = depth()
-big.add_(1.0)                                # the guard waits for the job (and its
-time.sleep(0.5)                              # output makes one more)
+big.add_(1.0)                                # the guard waits for the job (its output
+dbg.recorder._reap(all_jobs=True)            # makes one more, waited for here)
 small = torch.mul(small, 3.0)                # a later call finds the mode idle
 seen["after"] = depth()
 dbg.stop()
