@@ -1040,6 +1040,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(api_call::busy, m)?)?;
     m.add_function(wrap_pyfunction!(api_call::set_busy, m)?)?;
     m.add_function(wrap_pyfunction!(api_call::backward_node, m)?)?;
+    m.add_function(wrap_pyfunction!(walk::dense, m)?)?;
     m.add_function(wrap_pyfunction!(recover, m)?)?;
     m.add_function(wrap_pyfunction!(fingerprint, m)?)?;
     m.add_function(wrap_pyfunction!(stack_key, m)?)?;

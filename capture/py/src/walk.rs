@@ -90,8 +90,14 @@ pub(crate) fn int_value(i: &Bound<'_, PyInt>) -> PyResult<Value> {
 
 /// Whether a tensor of `shape` and `strides` fills its memory exactly once: its strides,
 /// smallest first, are those of a contiguous tensor of its sizes in some order (a transpose
-/// or permute; not a slice with steps nor an expanded view). `_dense` in `_values.py`.
-pub(crate) fn dense(shape: &[usize], strides: &[usize]) -> bool {
+/// or permute; not a slice with steps nor an expanded view). The recorder's Python path asks
+/// the same (`_values.py`).
+#[pyfunction]
+pub(crate) fn dense(shape: Vec<usize>, strides: Vec<usize>) -> bool {
+    is_dense(&shape, &strides)
+}
+
+fn is_dense(shape: &[usize], strides: &[usize]) -> bool {
     let mut dims: Vec<(usize, usize)> = strides
         .iter()
         .zip(shape)
@@ -249,7 +255,7 @@ impl<'py> Walk<'py> {
             let strides: Vec<usize> = v.call_method0(intern!(py, "stride"))?.extract()?;
             let numel: usize = shape.iter().product();
             // No record cache on this path (the recorder caches contiguous tensors only).
-            if numel * 4 < w.torch_order_below_bytes || !dense(&shape, &strides) {
+            if numel * 4 < w.torch_order_below_bytes || !is_dense(&shape, &strides) {
                 return Ok(None);
             }
             numel * 4
@@ -273,17 +279,35 @@ impl<'py> Walk<'py> {
         // exactly once (contiguous, or a dense permutation: checked above), held by the
         // caller's arguments for the whole call.
         let bytes = unsafe { borrow(ptr, nbytes) };
+        Ok(Some(self.summarise(
+            py,
+            bytes,
+            dname,
+            &shape,
+            requires_grad,
+        )?))
+    }
+
+    /// The record of a tensor whose elements are `bytes`, in the session's summary mode.
+    fn summarise(
+        &self,
+        py: Python<'_>,
+        bytes: &[u8],
+        dname: &str,
+        shape: &[usize],
+        requires_grad: bool,
+    ) -> PyResult<Value> {
         let info = TensorInfo {
             type_name: type_name(self.opts.flavour),
             dtype: dname,
-            shape: &shape,
+            shape,
             bytes: Some(bytes),
             requires_grad: Some(requires_grad),
             data_name: None,
             torch_threads: self.torch_threads,
             torch_mean_norm: None,
         };
-        Ok(Some(record_in_place(py, &info, &self.opts, nbytes)?))
+        record_in_place(py, &info, &self.opts, bytes.len())
     }
 
     /// The record of a large contiguous tensor, reused while its memory is unchanged (the
@@ -304,19 +328,7 @@ impl<'py> Walk<'py> {
         // SAFETY: `v` is a live contiguous CPU tensor of `nbytes` bytes at `ptr` (checked by
         // the caller), held by the caller's arguments for the whole call.
         let bytes = unsafe { borrow(ptr, nbytes) };
-        let compute = |walk: &Self| {
-            let info = TensorInfo {
-                type_name: type_name(walk.opts.flavour),
-                dtype: dname,
-                shape,
-                bytes: Some(bytes),
-                requires_grad: Some(rg),
-                data_name: None,
-                torch_threads: walk.torch_threads,
-                torch_mean_norm: None,
-            };
-            record_in_place(py, &info, &walk.opts, nbytes)
-        };
+        let compute = |walk: &Self| walk.summarise(py, bytes, dname, shape, rg);
         // Inference tensors have no version counter: not cached.
         let version = match v.getattr(intern!(py, "_version")) {
             Ok(x) => x,

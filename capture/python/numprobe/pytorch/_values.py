@@ -19,6 +19,7 @@ from typing import Dict
 
 import torch
 
+from .._native import dense as _dense
 from .._native import fingerprint as _fingerprint
 
 _NO_TORCH_FUNCTION = torch._C.DisableTorchFunction
@@ -28,18 +29,6 @@ _TF_ALL_OFF = getattr(torch._C, "_is_torch_function_all_disabled", None)
 _STRIDED = torch.strided
 _F32 = torch.float32
 _vector_norm = torch.linalg.vector_norm
-
-
-def _dense(t):
-    """Whether `t`'s elements fill its memory exactly once: its strides, smallest first, are
-    those of a contiguous tensor of its sizes in some order (a transpose or permute of a
-    contiguous tensor; not a slice with steps nor an expanded view)."""
-    want = 1
-    for stride, size in sorted((st, n) for n, st in zip(t.shape, t.stride()) if n != 1):
-        if stride != want:
-            return False
-        want *= size
-    return True
 
 
 # Tensors at least this large have their records cached (below it a statistics pass costs
@@ -221,7 +210,8 @@ class Values:
                 if not t.is_contiguous():
                     if (t.dtype is _F32 and self.torch_order and self.saving_entry != entry
                             and self.cfg.summary_mode == "statistics"
-                            and t.numel() * 4 >= _TORCH_ORDER_BELOW_BYTES and _dense(t)):
+                            and t.numel() * 4 >= _TORCH_ORDER_BELOW_BYTES
+                            and _dense(t.shape, t.stride())):
                         # A permutation of a contiguous layout (a transpose): torch reduces
                         # it in memory order, as a contiguous tensor, so its memory read in
                         # place gives torch's Max/Min/Mean/Norm (msprobe's) without a copy.
