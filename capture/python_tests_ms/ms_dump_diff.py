@@ -70,6 +70,27 @@ def _stacks(rank_dir):
     return out
 
 
+def _field_diffs(a, b, path="", limit=6):
+    """'path: A != B' for the leaves where two records differ (the first `limit` of them), so a
+    failure names the argument and statistic that moved instead of two truncated records."""
+    out = []
+
+    def walk(x, y, p):
+        if len(out) >= limit:
+            return
+        if isinstance(x, dict) and isinstance(y, dict):
+            for k in list(x) + [k for k in y if k not in x]:
+                walk(x.get(k, "<absent>"), y.get(k, "<absent>"), f"{p}.{k}" if p else k)
+        elif isinstance(x, list) and isinstance(y, list) and len(x) == len(y):
+            for i, (u, v) in enumerate(zip(x, y)):
+                walk(u, v, f"{p}[{i}]")
+        elif x != y:
+            out.append(f"{p}: {json.dumps(x)[:200]} != {json.dumps(y)[:200]}")
+
+    walk(a, b, path)
+    return out
+
+
 def _tensor_files(rank_dir):
     d = os.path.join(rank_dir, "dump_tensor_data")
     return sorted(os.listdir(d)) if os.path.isdir(d) else []
@@ -95,7 +116,7 @@ def diff(root_a, root_b, limit=30):
             if name in db:
                 x, y = _strip_uninitialised(name, da[name]), _strip_uninitialised(name, db[name])
                 if x != y:
-                    errs.append(f"{step} {name}: {json.dumps(x)[:600]} != {json.dumps(y)[:600]}")
+                    errs.append(f"{step} {name}: " + "; ".join(_field_diffs(x, y)))
         ca, cb = (os.path.join(d, "construct.json") for d in (a, b))
         if os.path.exists(ca) or os.path.exists(cb):
             ja, jb = _load(ca), _load(cb)
