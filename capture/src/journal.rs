@@ -5,8 +5,10 @@
 //! File layout: the 8-byte magic [`MAGIC`] (`NPJRNL` + the two-digit major format version),
 //! then frames `[u32 LE payload length][u32 LE CRC-32 of payload][payload]`. A payload is one
 //! kind byte followed by the record's JSON text (dumpfmt's writer, so floats round-trip
-//! exactly). Each frame goes to the OS with a single `write` call: a SIGKILL cannot lose it,
-//! only a power cut can (hence [`JournalWriter::sync`] at step ends).
+//! exactly). Each frame reaches the OS the moment it is appended (see [`JournalWriter`]): a
+//! SIGKILL cannot lose it, only a power cut can (hence [`JournalWriter::sync`] at step ends).
+//! A journal still being written, or left by a killed process, may end in a stretch of zero
+//! bytes (space reserved ahead of the frames): readers treat it as the end of the file.
 //!
 //! Format versions: major 1 (`NPJRNL01`, journals written before versions existed) has no
 //! version frame; major 2 (same frames) starts with a version frame (kind 10, `{"major": 2,
@@ -27,7 +29,7 @@
 
 use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};
-use std::io::{Read, Write};
+use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
 use dumpfmt::json::{self, Map, Value};
@@ -349,10 +351,92 @@ pub fn entry_payload<'a>(
 }
 
 /// Appends frames to a journal file.
+///
+/// On Linux the file is written through a shared memory map of space reserved ahead
+/// (`fallocate`), so appending a frame is a copy into the page cache with no system call: a
+/// `write` per record cost more than the rest of journaling on ext4 (measured in
+/// benches/RESULTS.md), and the page cache is what makes a frame survive a SIGKILL either way.
+/// Where the space cannot be reserved (a filesystem without `fallocate`, or other systems)
+/// each frame goes out with one `write` call instead. The reserved tail is cut off when the
+/// writer is dropped; a killed process leaves it as zeros, which readers skip.
 pub struct JournalWriter {
     file: File,
     path: PathBuf,
     frame: Vec<u8>,
+    mapped: Option<MappedTail>,
+    /// Bytes of magic and frames in the file (its length once the reserved tail is cut).
+    written: u64,
+}
+
+/// The journal's memory map: `len` bytes of frames written, `map.len()` bytes reserved.
+struct MappedTail {
+    map: memmap2::MmapMut,
+    len: usize,
+}
+
+/// The first reservation, and the most one growth adds (it doubles in between).
+const RESERVE_FIRST: usize = 256 << 10;
+const RESERVE_STEP_MAX: usize = 64 << 20;
+
+impl MappedTail {
+    /// Reserves `cap` bytes of `file` (empty) on disk and maps them; `None` where the space
+    /// cannot be reserved, so that a full disk is an error of `write`, never a SIGBUS of a
+    /// store into the map.
+    #[cfg(target_os = "linux")]
+    fn create(file: &File, cap: usize) -> Option<MappedTail> {
+        match Self::reserve_and_map(file, 0, cap) {
+            Some(map) => Some(MappedTail { map, len: 0 }),
+            None => {
+                // Reserved but not mapped: give the space back (`write` starts at 0).
+                let _ = file.set_len(0);
+                None
+            }
+        }
+    }
+
+    #[cfg(not(target_os = "linux"))]
+    fn create(_file: &File, _cap: usize) -> Option<MappedTail> {
+        None
+    }
+
+    #[cfg(target_os = "linux")]
+    fn reserve_and_map(file: &File, from: usize, to: usize) -> Option<memmap2::MmapMut> {
+        use std::os::fd::AsRawFd;
+        let (off, len) = (i64::try_from(from).ok()?, i64::try_from(to - from).ok()?);
+        // SAFETY: plain system call on an open descriptor; mode 0 allocates blocks and
+        // extends the size, it never emulates by writing zeros (posix_fallocate would).
+        if unsafe { libc::fallocate(file.as_raw_fd(), 0, off, len) } != 0 {
+            return None;
+        }
+        // SAFETY: the map covers blocks reserved above of a file this writer created and
+        // holds locked; only this writer stores into it. (Another process truncating the
+        // file under a running capture would make a store fault; nothing of numprobe does.)
+        unsafe { memmap2::MmapOptions::new().len(to).map_mut(file) }.ok()
+    }
+
+    /// Appends `bytes`, growing the reservation when needed; `false` when it cannot grow
+    /// (the caller then writes with `write` from here on).
+    fn append(&mut self, file: &File, bytes: &[u8]) -> bool {
+        let end = self.len + bytes.len();
+        if end > self.map.len() {
+            let cap = self.map.len();
+            let grown = end.max(cap + cap.clamp(RESERVE_FIRST, RESERVE_STEP_MAX));
+            #[cfg(target_os = "linux")]
+            let remapped = Self::reserve_and_map(file, cap, grown);
+            #[cfg(not(target_os = "linux"))]
+            let remapped: Option<memmap2::MmapMut> = {
+                let _ = (file, grown);
+                None
+            };
+            match remapped {
+                Some(map) => self.map = map,
+                None => return false,
+            }
+        }
+        self.map[self.len..end].copy_from_slice(bytes);
+        self.len = end;
+        true
+    }
 }
 
 impl JournalWriter {
@@ -361,9 +445,17 @@ impl JournalWriter {
     /// process dies) so that a second capture into the same rank directory is refused
     /// ([`Error::Busy`]) instead of truncating this one's journal and interleaving its files.
     pub fn create(path: &Path) -> Result<JournalWriter> {
+        Self::create_as(path, true)
+    }
+
+    /// [`create`](JournalWriter::create); `map` false writes with `write` calls only (what
+    /// systems without the map get; tests run both).
+    fn create_as(path: &Path, map: bool) -> Result<JournalWriter> {
         // Not truncated on open: another capture's journal is only emptied once its lock is ours.
-        let mut file = OpenOptions::new()
+        // Read access too: a shared writable map needs it.
+        let file = OpenOptions::new()
             .create(true)
+            .read(true)
             .write(true)
             .truncate(false)
             .open(path)
@@ -378,12 +470,21 @@ impl JournalWriter {
             Err(std::fs::TryLockError::Error(e)) => return Err(Error::io(path, e)),
         }
         file.set_len(0).map_err(|e| Error::io(path, e))?;
-        file.write_all(MAGIC).map_err(|e| Error::io(path, e))?;
+        let mapped = if map {
+            MappedTail::create(&file, RESERVE_FIRST)
+        } else {
+            None
+        };
         let mut w = JournalWriter {
             file,
             path: path.to_path_buf(),
             frame: Vec::with_capacity(4096),
+            mapped,
+            written: 0,
         };
+        w.frame.clear();
+        w.frame.extend_from_slice(MAGIC);
+        w.flush_frames()?;
         let mut version = vec![K_VERSION];
         json::write_python(
             &Value::Object(
@@ -461,14 +562,75 @@ impl JournalWriter {
     }
 
     fn flush_frames(&mut self) -> Result<()> {
+        if let Some(m) = &mut self.mapped {
+            if m.append(&self.file, &self.frame) {
+                self.written += self.frame.len() as u64;
+                return Ok(());
+            }
+            // The reservation could not grow: cut the file to its frames and go on with
+            // `write` calls.
+            let len = m.len as u64;
+            self.mapped = None;
+            self.file
+                .set_len(len)
+                .map_err(|e| Error::io(&self.path, e))?;
+            self.file
+                .seek(SeekFrom::Start(len))
+                .map_err(|e| Error::io(&self.path, e))?;
+        }
         self.file
             .write_all(&self.frame)
-            .map_err(|e| Error::io(&self.path, e))
+            .map_err(|e| Error::io(&self.path, e))?;
+        self.written += self.frame.len() as u64;
+        Ok(())
+    }
+
+    /// Bytes of the journal written so far (magic and frames, the reserved space not
+    /// counted).
+    pub fn len(&self) -> u64 {
+        self.written
+    }
+
+    /// Whether nothing, not even the magic, has been written (never, once created).
+    pub fn is_empty(&self) -> bool {
+        self.written == 0
     }
 
     /// fsync: survives a power cut too (called at step ends, not per record).
     pub fn sync(&mut self) -> Result<()> {
+        if let Some(m) = &self.mapped {
+            m.map
+                .flush_range(0, m.len)
+                .map_err(|e| Error::io(&self.path, e))?;
+        }
         self.file.sync_data().map_err(|e| Error::io(&self.path, e))
+    }
+
+    /// Closes the journal and removes its file (a clean end: its facts are in the JSON
+    /// files). A journal already gone is not an error.
+    pub fn remove(mut self) -> Result<()> {
+        // Unlinked whole: no point cutting the reserved tail first.
+        self.mapped = None;
+        let path = std::mem::take(&mut self.path);
+        drop(self);
+        match std::fs::remove_file(&path) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(Error::io(&path, e)),
+        }
+    }
+}
+
+impl Drop for JournalWriter {
+    /// Cuts the reserved tail off a journal that stays (kept on purpose, or a failed step),
+    /// so it ends with its last frame as a `write`-only journal would.
+    fn drop(&mut self) {
+        if let Some(m) = self.mapped.take() {
+            let len = m.len as u64;
+            drop(m);
+            // Best effort: a journal whose tail stays reserved still reads the same.
+            let _ = self.file.set_len(len);
+        }
     }
 }
 
@@ -598,6 +760,11 @@ pub fn parse(bytes: &[u8], path: &Path) -> Result<Replay> {
     if major == 0 || major > MAJOR {
         return Err(too_new(major, 0));
     }
+    // Space reserved ahead of the frames reads as zeros (a journal still being written, or
+    // left by a killed process): the file ends where they start. No frame ends in a zero
+    // byte (its payload is JSON text), so nothing written is cut.
+    let written = bytes.iter().rposition(|&b| b != 0).map_or(0, |i| i + 1);
+    let bytes = &bytes[..written.max(MAGIC.len())];
     let mut rp = Replay::default();
     let mut at = MAGIC.len();
     // Scanning past damage hashes candidate frames: at most this many bytes in all.
@@ -649,4 +816,43 @@ pub fn parse(bytes: &[u8], path: &Path) -> Result<Replay> {
         at += 8 + payload.len();
     }
     Ok(rp)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn records(n: usize, size: usize) -> Vec<Record> {
+        (0..n)
+            .map(|i| Record::Construct {
+                name: format!("Module.m{i}.{}", "y".repeat(size)),
+                parent: (i % 3 == 0).then(|| format!("Module.p{i}")),
+            })
+            .collect()
+    }
+
+    /// The same frames, byte for byte, through the map and through `write` calls, so a
+    /// journal reads the same wherever it was written.
+    #[test]
+    fn mapped_and_written_journals_are_the_same_bytes() {
+        let dir = tempfile::tempdir().unwrap();
+        let recs = records(400, 3000);
+        let mut files = Vec::new();
+        for map in [true, false] {
+            let path = dir.path().join(format!("j{map}"));
+            let mut w = JournalWriter::create_as(&path, map).unwrap();
+            assert_eq!(w.mapped.is_some(), map && cfg!(target_os = "linux"));
+            for r in &recs {
+                w.append(r).unwrap();
+            }
+            w.sync().unwrap();
+            let written = w.len();
+            drop(w);
+            let bytes = std::fs::read(&path).unwrap();
+            assert_eq!(bytes.len() as u64, written);
+            assert_eq!(parse(&bytes, &path).unwrap().records, recs);
+            files.push(bytes);
+        }
+        assert_eq!(files[0], files[1]);
+    }
 }

@@ -217,13 +217,7 @@ impl Session {
         self.state.write_files_durable(&self.dir)?;
         self.dirty = false;
         if let Some(j) = self.journal.take() {
-            let path = j.path().to_path_buf();
-            drop(j);
-            match std::fs::remove_file(&path) {
-                Ok(()) => {}
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                Err(e) => return Err(Error::io(&path, e)),
-            }
+            j.remove()?;
         }
         Ok(true)
     }

@@ -147,10 +147,10 @@ fn every_truncation_replays_a_prefix() {
     let path = dir.path().join(journal::FILE_NAME);
     let recs = sample_records();
     let mut w = JournalWriter::create(&path).unwrap();
-    let mut ends = vec![std::fs::metadata(&path).unwrap().len()];
+    let mut ends = vec![w.len()];
     for r in &recs {
         w.append(r).unwrap();
-        ends.push(std::fs::metadata(&path).unwrap().len());
+        ends.push(w.len());
     }
     drop(w);
     let bytes = std::fs::read(&path).unwrap();
@@ -434,4 +434,81 @@ fn settle_keeping_the_journal() {
     assert!(!s.settle(true).unwrap());
     assert!(rank.join(journal::FILE_NAME).exists());
     assert!(rank.join("dump.json").exists());
+}
+
+/// A journal as a killed process leaves it: read while its writer is alive, so the space
+/// reserved ahead of the frames is still in the file (zeros on Linux). Every record written
+/// replays, and the reserved space is neither damage nor a torn tail.
+#[test]
+fn a_journal_read_while_written_replays_every_record() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join(journal::FILE_NAME);
+    let recs = sample_records();
+    let mut w = JournalWriter::create(&path).unwrap();
+    for r in &recs {
+        w.append(r).unwrap();
+    }
+    let on_disk = std::fs::metadata(&path).unwrap().len();
+    assert!(on_disk >= w.len());
+    let rp = journal::read(&path).unwrap();
+    assert_eq!(rp.records, recs);
+    assert_eq!(
+        (rp.ignored_tail, rp.damaged_frames, rp.unread_frames()),
+        (0, 0, 0)
+    );
+    // Dropped (a clean end that keeps the journal): the file ends with its last frame.
+    let written = w.len();
+    drop(w);
+    assert_eq!(std::fs::metadata(&path).unwrap().len(), written);
+    assert_eq!(journal::read(&path).unwrap().records, recs);
+}
+
+/// Many megabytes of records (past several growths of the reserved space), then a torn last
+/// frame as a kill in the middle of an append leaves it: every whole record replays, in order.
+#[test]
+fn a_journal_past_its_reservations_replays_in_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join(journal::FILE_NAME);
+    let mut w = JournalWriter::create(&path).unwrap();
+    let big = "x".repeat(40_000);
+    let recs: Vec<Record> = (0..200)
+        .map(|i| {
+            entry(
+                &format!("Tensor.add.{i}.forward"),
+                "input_args",
+                Value::Str(big.as_str().into()),
+                false,
+            )
+        })
+        .collect();
+    for r in &recs {
+        w.append(r).unwrap();
+    }
+    let written = w.len() as usize;
+    assert!(written > 8_000_000);
+    let rp = journal::read(&path).unwrap();
+    assert_eq!(rp.records, recs);
+    assert_eq!(rp.ignored_tail, 0);
+    drop(w);
+    let mut bytes = std::fs::read(&path).unwrap();
+    assert_eq!(bytes.len(), written);
+    // The last frame cut in its middle, the rest of the file zeros (reserved, never written).
+    bytes.truncate(written - 20_000);
+    bytes.resize(written + 100_000, 0);
+    let rp = journal::parse(&bytes, &path).unwrap();
+    assert_eq!(rp.records, recs[..recs.len() - 1]);
+    assert!(rp.ignored_tail > 0 && rp.ignored_tail < 40_100);
+    assert_eq!(rp.damaged_frames, 0);
+}
+
+/// A clean end removes the journal whole (no reserved space left behind on disk).
+#[test]
+fn a_removed_journal_leaves_no_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join(journal::FILE_NAME);
+    let mut w = JournalWriter::create(&path).unwrap();
+    w.append(&Record::Meta(meta())).unwrap();
+    w.remove().unwrap();
+    assert!(!path.exists());
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
 }
