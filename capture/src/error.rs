@@ -27,6 +27,11 @@ pub enum Error {
          give each run its own dump_path or rank"
     )]
     Busy { dir: PathBuf },
+    /// Several steps' files could not be made durable (their journals stayed).
+    #[error(
+        "{first} (and {more} more steps whose files could not be made durable; their journals stayed)"
+    )]
+    Durable { first: Box<Error>, more: usize },
     #[error("{path}: no journal ({journal}) found below it")]
     NoJournal {
         path: PathBuf,

@@ -8,6 +8,8 @@
 //! * [`stats_worker`]: the same records computed on a second thread while training goes on,
 //!   delivered as fills of placeholder records (below).
 //! * [`tensors`]: `.pt` files written on a background thread.
+//! * [`durable`]: a clean step's JSON files fsynced and its journal removed off the
+//!   recording thread.
 //! * [`Session`] ties them together for one rank directory; [`recover`] rebuilds the JSON
 //!   files of a killed run from its journals.
 //!
@@ -21,6 +23,7 @@
 //! the entry keeps its place, name, dtype, shape and `requires_grad`, which a comparison can
 //! still match, and `null` is what msprobe writes for statistics it could not compute.
 
+pub mod durable;
 pub mod error;
 pub mod journal;
 pub mod kernel_stats;
@@ -50,6 +53,8 @@ impl Session {
     /// Creates `dir` (and parents) and a fresh journal in it, starting with `meta`.
     pub fn create(dir: &Path, meta: Meta) -> Result<Session> {
         std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+        // A session of this directory that ended may still be removing its journal.
+        durable::wait_dir(dir);
         let journal = journal::JournalWriter::create(&dir.join(journal::FILE_NAME))?;
         let mut s = Session {
             dir: dir.to_path_buf(),
@@ -201,30 +206,35 @@ impl Session {
         }
     }
 
-    /// The end of a clean stop()/step(): the JSON files are written durably (fsynced, renamed,
-    /// directory fsynced), then the journal is removed, so the rank directory holds msprobe's
-    /// files only. With `keep_journal` (or while a record still waits for its statistics) the
-    /// journal stays, fsynced. Returns whether the journal is gone. Recording may go on: the
-    /// next record starts a new journal holding the whole state first.
+    /// The end of a clean stop()/step(): the JSON files are written (complete under their
+    /// names when this returns), then made durable (fsynced with their directory) and the
+    /// journal removed, off this thread ([`durable`]), so the rank directory ends with
+    /// msprobe's files only. With `keep_journal` (or while a record still waits for its
+    /// statistics) the journal stays, fsynced. Returns whether the journal is on its way out.
+    /// Recording may go on: the next record starts a new journal holding the whole state
+    /// first. An error of an earlier step's durable end is reported here.
     pub fn settle(&mut self, keep_journal: bool) -> Result<bool> {
         if self.journal.is_none() && !self.dirty {
+            durable::failed_so_far()?;
             return Ok(true);
         }
         if keep_journal || self.state.pending_len() > 0 {
             self.finish()?;
+            durable::failed_so_far()?;
             return Ok(false);
         }
-        self.state.write_files_durable(&self.dir)?;
+        let files = self.state.write_files_for_later_sync(&self.dir)?;
         self.dirty = false;
-        if let Some(j) = self.journal.take() {
-            j.remove()?;
-        }
+        durable::submit(&self.dir, files, self.journal.take());
+        durable::failed_so_far()?;
         Ok(true)
     }
 
     /// The journal, started afresh from the current state when [`Session::settle`] removed it.
     fn journal(&mut self) -> Result<&mut journal::JournalWriter> {
         if self.journal.is_none() {
+            // The last one may still be on its way out (same file name, same lock).
+            durable::wait_dir(&self.dir);
             let mut j = journal::JournalWriter::create(&self.dir.join(journal::FILE_NAME))?;
             for payload in self.state.snapshot_payloads().unwrap_or_default() {
                 j.append_payload(&payload)?;

@@ -686,15 +686,18 @@ impl DumpState {
         Some(out)
     }
 
-    /// [`write_files`](DumpState::write_files), each file fsynced before its rename and the
-    /// directory after: the files survive a power cut without the journal.
-    pub fn write_files_durable(&mut self, dir: &Path) -> Result<()> {
+    /// [`write_files`](DumpState::write_files), each file kept open to be made durable later
+    /// ([`dumpfmt::outfile::sync_written`]).
+    pub fn write_files_for_later_sync(
+        &mut self,
+        dir: &Path,
+    ) -> Result<Vec<dumpfmt::outfile::Written>> {
         let files: Vec<_> = self
             .render_files()
             .into_iter()
             .map(|(name, bytes)| (dir.join(name), bytes))
             .collect();
-        Ok(dumpfmt::outfile::write_all_durable(&files)?)
+        Ok(dumpfmt::outfile::write_all_for_later_sync(&files)?)
     }
 
     /// Writes dump.json, and with `extra_info` stack.json and construct.json, into `dir`

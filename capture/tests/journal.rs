@@ -388,6 +388,14 @@ fn settle_removes_the_journal_and_a_later_record_restarts_it_whole() {
     }
     assert!(jpath.exists());
     assert!(s.settle(false).unwrap());
+    // Complete under their names at once; durable, and the journal gone, once the
+    // background job is done.
+    let dump = json::parse(&std::fs::read(rank.join("dump.json")).unwrap(), &rank).unwrap();
+    assert_eq!(
+        dump.get("data").and_then(Value::as_object).map(|d| d.len()),
+        Some(2)
+    );
+    capture::durable::wait_all().unwrap();
     assert!(!jpath.exists(), "a clean stop leaves no journal");
     let mut names: Vec<String> = std::fs::read_dir(&rank)
         .unwrap()

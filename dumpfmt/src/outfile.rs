@@ -112,6 +112,22 @@ impl AtomicFile {
         self.finish(false, false)
     }
 
+    /// [`commit_unsynced`](AtomicFile::commit_unsynced), keeping the file open so that it can
+    /// be made durable later ([`Written::sync`]), off the writer's thread.
+    pub fn commit_for_later_sync(mut self) -> Result<Written> {
+        let target = self.target;
+        self.tmp
+            .as_file_mut()
+            .flush()
+            .map_err(|e| Error::io(&target, e))?;
+        check_target(&target)?;
+        let file = self
+            .tmp
+            .persist(&target)
+            .map_err(|e| Error::io(&target, e.error))?;
+        Ok(Written { file, path: target })
+    }
+
     fn finish(mut self, sync: bool, sync_parent: bool) -> Result<()> {
         let target = self.target;
         self.tmp
@@ -136,6 +152,59 @@ impl AtomicFile {
         }
         Ok(())
     }
+}
+
+/// A file renamed into place but not yet fsynced (see [`AtomicFile::commit_for_later_sync`]):
+/// complete under its name (a kill cannot tear it), durable once [`Written::sync`] returns.
+/// The handle is the renamed file itself, so a later sync never follows a name that may have
+/// been replaced meanwhile.
+#[derive(Debug)]
+pub struct Written {
+    file: File,
+    path: PathBuf,
+}
+
+impl Written {
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// fsyncs the file's data and metadata.
+    pub fn sync(&self) -> Result<()> {
+        self.file.sync_all().map_err(|e| Error::io(&self.path, e))
+    }
+}
+
+/// [`write_all_durable`] without the fsyncs, each file kept open for [`sync_written`].
+pub fn write_all_for_later_sync<P: AsRef<Path>, B: AsRef<[u8]>>(
+    files: &[(P, B)],
+) -> Result<Vec<Written>> {
+    let mut out = Vec::with_capacity(files.len());
+    for (path, bytes) in files {
+        let path = path.as_ref();
+        let mut f = AtomicFile::create(path)?;
+        f.file()
+            .write_all(bytes.as_ref())
+            .map_err(|e| Error::io(path, e))?;
+        out.push(f.commit_for_later_sync()?);
+    }
+    Ok(out)
+}
+
+/// Makes files from [`write_all_for_later_sync`] durable: each fsynced, then each of their
+/// directories (so the renames reach the disk too).
+pub fn sync_written(files: &[Written]) -> Result<()> {
+    let mut dirs: Vec<&Path> = Vec::new();
+    for w in files {
+        w.sync()?;
+        if !dirs.contains(&dir_of(&w.path)) {
+            dirs.push(dir_of(&w.path));
+        }
+    }
+    for dir in dirs {
+        sync_dir(dir);
+    }
+    Ok(())
 }
 
 /// The directory a file path lies in (`.` for a bare file name).
@@ -252,6 +321,31 @@ mod tests {
             names.iter().all(|n| !n.ends_with(".numprobe-tmp")),
             "{names:?}"
         );
+    }
+
+    /// The batch written for a later sync is complete under its names at once, refuses a
+    /// planted link like the durable one, and syncs the files it renamed.
+    #[cfg(unix)]
+    #[test]
+    fn a_batch_for_later_sync_is_in_place_before_its_sync() {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::write(d.path().join("b.json"), "old").unwrap();
+        let files = vec![
+            (d.path().join("a.json"), b"{}".to_vec()),
+            (d.path().join("b.json"), b"[1]".to_vec()),
+        ];
+        let written = write_all_for_later_sync(&files).unwrap();
+        assert_eq!(std::fs::read(d.path().join("b.json")).unwrap(), b"[1]");
+        assert_eq!(std::fs::read_dir(d.path()).unwrap().count(), 2);
+        assert_eq!(written[1].path(), d.path().join("b.json"));
+        sync_written(&written).unwrap();
+        let victim = d.path().join("victim");
+        std::fs::write(&victim, "keep").unwrap();
+        std::fs::remove_file(d.path().join("b.json")).unwrap();
+        std::os::unix::fs::symlink(&victim, d.path().join("b.json")).unwrap();
+        let e = write_all_for_later_sync(&files).unwrap_err().to_string();
+        assert!(e.contains("b.json") && e.contains("symbolic link"), "{e}");
+        assert_eq!(std::fs::read(&victim).unwrap(), b"keep");
     }
 
     #[cfg(target_os = "linux")]

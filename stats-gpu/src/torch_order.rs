@@ -27,7 +27,7 @@
 //!   down (the adapter asks torch for those), and the others differ by one ulp at most.
 
 mod fused;
-pub use fused::{Fused, fused, fused_crc32, fused_portable};
+pub use fused::{Fused, fused, fused_crc32, fused_portable, fused_sum};
 
 /// Lanes of ATen's `Vectorized<float>` in the kernels measured.
 pub const VEC: usize = 8;
@@ -146,7 +146,7 @@ pub fn torch_sum(xs: &[f32], threads: usize) -> f32 {
     let chunk = n.div_ceil(used);
     let mut slots = vec![0f32; threads];
     for (slot, part) in slots.iter_mut().zip(xs.chunks(chunk)) {
-        *slot += cascade_sum(part);
+        *slot += fused_sum(part);
     }
     cascade_sum(&slots)
 }

@@ -813,6 +813,15 @@ impl Session {
     }
 }
 
+/// Waits until the JSON files of every settled step are durable and their journals removed
+/// (`capture::durable`); raises OSError naming a step whose files could not be made durable
+/// (its journal stayed, so `numprobe recover` still has it). Called at exit; a script may
+/// call it before it copies or checks a dump's directories.
+#[pyfunction]
+fn wait_durable(py: Python<'_>) -> PyResult<()> {
+    py.detach(capture::durable::wait_all).map_err(os_err)
+}
+
 /// A cheap content sample of `nbytes` bytes at `ptr`: 64 evenly spaced 8-byte words plus the
 /// last word, mixed. The recorder reuses the statistics of a large tensor it saw unchanged
 /// (same object, version counter, storage and shape); this guards that reuse against writes
@@ -1042,6 +1051,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(api_call::backward_node, m)?)?;
     m.add_function(wrap_pyfunction!(walk::dense, m)?)?;
     m.add_function(wrap_pyfunction!(recover, m)?)?;
+    m.add_function(wrap_pyfunction!(wait_durable, m)?)?;
     m.add_function(wrap_pyfunction!(fingerprint, m)?)?;
     m.add_function(wrap_pyfunction!(stack_key, m)?)?;
     m.add_function(wrap_pyfunction!(torch_order_mean_norm, m)?)?;

@@ -5,6 +5,6 @@
 
 `python -m numprobe.pytorch run_ut -api_info dump.json -o OUT` re-checks a dump's APIs.
 """
-from ._native import recover  # noqa: F401
+from ._native import recover, wait_durable  # noqa: F401
 
 __version__ = "0.1.0"

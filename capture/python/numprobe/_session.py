@@ -12,6 +12,11 @@ from typing import Any, Dict, Iterable, Optional, Set
 from . import _native, _settings
 from .config import DumpConfig
 
+# A step's JSON files are made durable and its journal removed on a thread of the native
+# core (capture::durable); the process waits for the last of them at exit. Registered first,
+# so it runs after the recorders' own exit handlers have ended their steps.
+atexit.register(_native.wait_durable)
+
 
 def parse_ints(items: Iterable[Any]) -> Set[int]:
     """msprobe's `step`/`rank` lists: ints, digit strings and inclusive "a-b" ranges."""

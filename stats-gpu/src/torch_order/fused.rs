@@ -168,31 +168,36 @@ impl State {
         }
     }
 
-    /// Adds groups `self.done..to` of `xs`.
-    fn advance(&mut self, xs: &[f32], to: usize, simd: bool) {
+    /// Adds groups `self.done..to` of `xs`; `STATS` false: the sum only (the norm and the
+    /// extremes stay as they were).
+    fn advance_with<const STATS: bool>(&mut self, xs: &[f32], to: usize, simd: bool) {
         assert!(to * GROUP <= xs.len() && self.done <= to);
         #[cfg(target_arch = "x86_64")]
         if simd && std::arch::is_x86_feature_detected!("avx2") {
             // SAFETY: the CPU supports AVX2 (checked above).
-            unsafe { advance_avx2(self, xs, to) };
+            unsafe { advance_avx2::<STATS>(self, xs, to) };
             return;
         }
         let _ = simd;
-        advance::<[f32; VEC]>(self, xs, to);
+        advance::<[f32; VEC], STATS>(self, xs, to);
+    }
+
+    fn advance(&mut self, xs: &[f32], to: usize, simd: bool) {
+        self.advance_with::<true>(xs, to, simd);
     }
 }
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
-unsafe fn advance_avx2(st: &mut State, xs: &[f32], to: usize) {
-    advance::<avx2::M256>(st, xs, to);
+unsafe fn advance_avx2<const STATS: bool>(st: &mut State, xs: &[f32], to: usize) {
+    advance::<avx2::M256, STATS>(st, xs, to);
 }
 
 /// Groups `st.done..to` (bounds checked by the caller) through lanes `V`: the level-0
-/// accumulators, the norm and the extremes in registers, ATen's level carry after every
-/// `level_step` groups counted from the tensor's start.
+/// accumulators, the norm and the extremes (`STATS`) in registers, ATen's level carry after
+/// every `level_step` groups counted from the tensor's start.
 #[inline(always)]
-fn advance<V: Lanes>(st: &mut State, xs: &[f32], to: usize) {
+fn advance<V: Lanes, const STATS: bool>(st: &mut State, xs: &[f32], to: usize) {
     let mut a0: [V; ILP] = st.acc[0].map(V::from_array);
     let mut sq = V::from_array(st.sq);
     let mut mx: [V; ILP] = st.mx.map(V::from_array);
@@ -209,9 +214,11 @@ fn advance<V: Lanes>(st: &mut State, xs: &[f32], to: usize) {
                 // SAFETY: g < to and to * GROUP <= xs.len() (asserted in `advance`).
                 let v = unsafe { V::load(p.add(k * VEC)) };
                 a0[k] = a0[k].add(v);
-                sq = sq.add(v.mul(v));
-                mx[k] = v.max(mx[k]);
-                mn[k] = v.min(mn[k]);
+                if STATS {
+                    sq = sq.add(v.mul(v));
+                    mx[k] = v.max(mx[k]);
+                    mn[k] = v.min(mn[k]);
+                }
             }
         }
         i = stop;
@@ -326,6 +333,20 @@ pub fn fused(xs: &[f32]) -> Fused {
     fused_with(xs, true)
 }
 
+/// The single-thread `torch.sum` of `xs` ([`super::cascade_sum`], bit for bit) through the
+/// same SIMD loop without the other statistics: what each thread's chunk of a multi-thread
+/// sum costs, a fraction of the fused pass (whose norm chain bounds its speed).
+pub fn fused_sum(xs: &[f32]) -> f32 {
+    fused_sum_with(xs, true)
+}
+
+fn fused_sum_with(xs: &[f32], simd: bool) -> f32 {
+    let groups = xs.len() / GROUP;
+    let mut st = State::new(groups);
+    st.advance_with::<false>(xs, groups, simd);
+    finish(st, xs).sum
+}
+
 /// [`fused`] without SIMD intrinsics (the reference the tests hold the SIMD loop to).
 pub fn fused_portable(xs: &[f32]) -> Fused {
     fused_with(xs, false)
@@ -394,6 +415,12 @@ mod tests {
             let mx = xs.iter().copied().fold(f32::NEG_INFINITY, f32::max);
             let mn = xs.iter().copied().fold(f32::INFINITY, f32::min);
             assert_eq!((f.max, f.min), (mx, mn), "n={n}");
+            assert_eq!(fused_sum(&xs).to_bits(), f.sum.to_bits(), "n={n}");
+            assert_eq!(
+                fused_sum_with(&xs, false).to_bits(),
+                f.sum.to_bits(),
+                "n={n}"
+            );
             let (g, crc) = fused_crc32(&xs);
             assert_eq!(g, f, "n={n}");
             assert_eq!(crc, crc32fast::hash(bytemuck::cast_slice(&xs)), "n={n}");
@@ -410,6 +437,7 @@ mod tests {
         let f = fused(&xs);
         assert_eq!(f, fused_portable(&xs));
         assert_eq!(f.sum.to_bits(), cascade_sum(&xs).to_bits());
+        assert_eq!(fused_sum(&xs).to_bits(), f.sum.to_bits());
         assert_eq!(fused_crc32(&xs).0, f);
     }
 }

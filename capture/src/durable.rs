@@ -1,0 +1,145 @@
+//! The end of a clean step, off the recording thread: the step's JSON files, already complete
+//! under their names when [`crate::Session::settle`] returns, are fsynced with their
+//! directory on a thread of their own, and then the journal is removed. The recording thread
+//! pays for rendering and writing the files only; the fsyncs cost 2–5 ms of wall time per step
+//! on the development machine's virtio disk (benches/RESULTS.md), more than a small model's
+//! whole step.
+//!
+//! Until its job is done a step's journal stays: a process killed meanwhile leaves complete
+//! JSON files and the journal, which `numprobe validate` reports as an unfinished run and
+//! `numprobe recover` rebuilds to the same files. A new journal in the same directory waits
+//! for the directory's job first ([`wait_dir`]); [`wait_all`] waits for every job (the
+//! adapters call it at exit) and reports jobs that failed, whose journals stay.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+
+use dumpfmt::outfile::{Written, sync_written};
+
+use crate::error::{Error, Result};
+use crate::journal::JournalWriter;
+
+struct Jobs {
+    /// The process and directory of every job not finished yet (once per job). A child forked
+    /// while jobs ran inherits their entries but not their threads: it waits for its own only.
+    running: Vec<(u32, PathBuf)>,
+    /// Errors of finished jobs not reported yet.
+    failed: Vec<Error>,
+}
+
+static JOBS: Mutex<Jobs> = Mutex::new(Jobs {
+    running: Vec::new(),
+    failed: Vec::new(),
+});
+static DONE: Condvar = Condvar::new();
+
+fn jobs() -> MutexGuard<'static, Jobs> {
+    // A job that panicked left consistent data (a Vec push or removal): go on with it.
+    JOBS.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// One directory's identity for [`wait_dir`] (the same directory reached by another path).
+fn key(dir: &Path) -> PathBuf {
+    std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf())
+}
+
+type Work = (Vec<Written>, Option<JournalWriter>);
+
+/// Jobs at most in flight: past it a step waits for one (a disk slower than the steps must
+/// not pile up threads and open files).
+const MAX_RUNNING: usize = 4;
+
+fn running_here(j: &Jobs) -> impl Iterator<Item = &PathBuf> {
+    let pid = std::process::id();
+    j.running
+        .iter()
+        .filter(move |(p, _)| *p == pid)
+        .map(|(_, d)| d)
+}
+
+/// Makes `files` durable, then removes `journal`, on a thread of its own (on this thread
+/// when no thread can be started).
+pub fn submit(dir: &Path, files: Vec<Written>, journal: Option<JournalWriter>) {
+    let dir = key(dir);
+    {
+        let mut j = jobs();
+        while running_here(&j).count() >= MAX_RUNNING {
+            j = DONE.wait(j).unwrap_or_else(|e| e.into_inner());
+        }
+        j.running.push((std::process::id(), dir.clone()));
+    }
+    let work: Arc<Mutex<Option<Work>>> = Arc::new(Mutex::new(Some((files, journal))));
+    let (theirs, their_dir) = (Arc::clone(&work), dir.clone());
+    let started = std::thread::Builder::new()
+        .name("numprobe-durable".into())
+        .spawn(move || run(&their_dir, &theirs));
+    if started.is_err() {
+        run(&dir, &work);
+    }
+}
+
+fn run(dir: &Path, work: &Mutex<Option<Work>>) {
+    let taken = work.lock().unwrap_or_else(|e| e.into_inner()).take();
+    let outcome = match taken {
+        Some((files, journal)) => finish(&files, journal),
+        None => Ok(()),
+    };
+    let mut j = jobs();
+    let pid = std::process::id();
+    if let Some(i) = j.running.iter().position(|(p, d)| *p == pid && d == dir) {
+        j.running.swap_remove(i);
+    }
+    if let Err(e) = outcome {
+        j.failed.push(e);
+    }
+    DONE.notify_all();
+}
+
+fn finish(files: &[Written], journal: Option<JournalWriter>) -> Result<()> {
+    // A failed sync keeps the journal (dropped, not removed): the run stays recoverable.
+    sync_written(files)?;
+    match journal {
+        Some(j) => j.remove(),
+        None => Ok(()),
+    }
+}
+
+/// Waits until no job of directory `dir` is running.
+pub fn wait_dir(dir: &Path) {
+    let dir = key(dir);
+    let mut j = jobs();
+    while running_here(&j).any(|d| *d == dir) {
+        j = DONE.wait(j).unwrap_or_else(|e| e.into_inner());
+    }
+}
+
+/// Waits for every job; the first error of the jobs that failed since the last report
+/// (their journals stayed), naming how many failed.
+pub fn wait_all() -> Result<()> {
+    let mut j = jobs();
+    while running_here(&j).next().is_some() {
+        j = DONE.wait(j).unwrap_or_else(|e| e.into_inner());
+    }
+    take_failed(&mut j)
+}
+
+/// The errors of jobs that have failed so far (without waiting for running ones).
+pub fn failed_so_far() -> Result<()> {
+    take_failed(&mut jobs())
+}
+
+fn take_failed(j: &mut Jobs) -> Result<()> {
+    let mut failed = std::mem::take(&mut j.failed);
+    if failed.is_empty() {
+        return Ok(());
+    }
+    let more = failed.len() - 1;
+    let first = failed.swap_remove(0);
+    if more == 0 {
+        return Err(first);
+    }
+    Err(Error::Durable {
+        first: Box::new(first),
+        more,
+    })
+}

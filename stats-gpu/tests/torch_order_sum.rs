@@ -1,0 +1,81 @@
+//! The SIMD torch-order sum ([`torch_order::fused_sum`], each torch thread's chunk of a
+//! multi-thread `torch.sum`) against the scalar cascade it must equal bit for bit, on any
+//! float32 values (NaN, ±Inf, subnormals, ±0, huge and tiny magnitudes), any length.
+
+use proptest::prelude::*;
+use stats_gpu::torch_order::{self, GRAIN};
+
+fn value() -> impl Strategy<Value = f32> {
+    prop_oneof![
+        4 => -1e4f32..1e4,
+        1 => -1e-3f32..1e-3,
+        1 => prop::sample::select(vec![
+            f32::NAN,
+            f32::INFINITY,
+            f32::NEG_INFINITY,
+            0.0,
+            -0.0,
+            1e-40,
+            -1e-45,
+            3.0e38,
+            -3.4e38,
+            f32::MIN_POSITIVE,
+        ]),
+        1 => any::<u32>().prop_map(f32::from_bits),
+    ]
+}
+
+fn sized_values() -> impl Strategy<Value = Vec<f32>> {
+    prop_oneof![
+        3 => prop::collection::vec(value(), 0..100),
+        3 => prop::collection::vec(value(), 100..5000),
+        1 => prop::collection::vec(value(), 5000..80_000),
+    ]
+}
+
+fn same(a: f32, b: f32) -> bool {
+    a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    #[test]
+    fn simd_sum_equals_the_scalar_cascade(xs in sized_values()) {
+        let (simd, scalar) = (torch_order::fused_sum(&xs), torch_order::cascade_sum(&xs));
+        prop_assert!(same(simd, scalar), "{simd} vs {scalar} (n = {})", xs.len());
+        if xs.iter().all(|x| x.is_finite()) {
+            prop_assert_eq!(simd.to_bits(), torch_order::fused(&xs).sum.to_bits());
+        }
+    }
+}
+
+/// A multi-thread sum is the chunks' cascades added in order: checked against the scalar
+/// cascade per chunk, at and around the grain where torch starts splitting.
+#[test]
+fn thread_chunks_are_summed_in_order() {
+    for n in [GRAIN - 1, GRAIN, GRAIN + 1, 3 * GRAIN + 17, 200_003] {
+        let xs: Vec<f32> = (0..n)
+            .map(|i| ((i * 7919) % 2003) as f32 / 7.0 - 140.0)
+            .collect();
+        for threads in [1usize, 2, 3, 4] {
+            let want = if threads == 1 || n < GRAIN {
+                torch_order::cascade_sum(&xs)
+            } else {
+                let used = threads.min(n.div_ceil(GRAIN));
+                let parts: Vec<f32> = xs
+                    .chunks(n.div_ceil(used))
+                    .map(torch_order::cascade_sum)
+                    .collect();
+                let mut slots = vec![0f32; threads];
+                slots[..parts.len()].copy_from_slice(&parts);
+                torch_order::cascade_sum(&slots)
+            };
+            assert_eq!(
+                torch_order::torch_sum(&xs, threads).to_bits(),
+                want.to_bits(),
+                "n={n} threads={threads}"
+            );
+        }
+    }
+}
