@@ -12,7 +12,7 @@
 //! adapters call it at exit) and reports jobs that failed, whose journals stay.
 
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::{Condvar, Mutex, MutexGuard, mpsc};
 
 use dumpfmt::outfile::{Written, sync_written};
 
@@ -57,8 +57,14 @@ fn running_here(j: &Jobs) -> impl Iterator<Item = &PathBuf> {
         .map(|(_, d)| d)
 }
 
-/// Makes `files` durable, then removes `journal`, on a thread of its own (on this thread
-/// when no thread can be started).
+/// The worker's queue: started with the first job, then kept (a thread per step cost more
+/// than the fsyncs it moved: creating and unmapping a thread's stack interrupts the other
+/// core on a VM).
+/// With the process that started the worker: a forked child has the queue but not the thread.
+static QUEUE: Mutex<Option<(u32, mpsc::Sender<(PathBuf, Work)>)>> = Mutex::new(None);
+
+/// Makes `files` durable, then removes `journal`, on the worker thread (on this thread when
+/// no thread can be started).
 pub fn submit(dir: &Path, files: Vec<Written>, journal: Option<JournalWriter>) {
     let dir = key(dir);
     {
@@ -68,22 +74,45 @@ pub fn submit(dir: &Path, files: Vec<Written>, journal: Option<JournalWriter>) {
         }
         j.running.push((std::process::id(), dir.clone()));
     }
-    let work: Arc<Mutex<Option<Work>>> = Arc::new(Mutex::new(Some((files, journal))));
-    let (theirs, their_dir) = (Arc::clone(&work), dir.clone());
-    let started = std::thread::Builder::new()
-        .name("numprobe-durable".into())
-        .spawn(move || run(&their_dir, &theirs));
-    if started.is_err() {
-        run(&dir, &work);
+    let mut job = Some((dir, (files, journal)));
+    {
+        let mut q = QUEUE.lock().unwrap_or_else(|e| e.into_inner());
+        let pid = std::process::id();
+        if q.as_ref().is_some_and(|(p, _)| *p != pid) {
+            // Forgotten, not dropped: the parent's channel is not this process's to close.
+            std::mem::forget(q.take());
+        }
+        if q.is_none() {
+            let (tx, rx) = mpsc::channel::<(PathBuf, Work)>();
+            let started = std::thread::Builder::new()
+                .name("numprobe-durable".into())
+                .spawn(move || {
+                    for (dir, work) in rx {
+                        run(&dir, work);
+                    }
+                });
+            if started.is_ok() {
+                *q = Some((pid, tx));
+            }
+        }
+        if let Some((_, tx)) = q.as_ref() {
+            // A send fails only when the worker is gone: then here.
+            match tx.send(job.take().expect("set above")) {
+                Ok(()) => {}
+                Err(mpsc::SendError(back)) => {
+                    job = Some(back);
+                    *q = None;
+                }
+            }
+        }
+    }
+    if let Some((dir, work)) = job {
+        run(&dir, work);
     }
 }
 
-fn run(dir: &Path, work: &Mutex<Option<Work>>) {
-    let taken = work.lock().unwrap_or_else(|e| e.into_inner()).take();
-    let outcome = match taken {
-        Some((files, journal)) => finish(&files, journal),
-        None => Ok(()),
-    };
+fn run(dir: &Path, (files, journal): Work) {
+    let outcome = finish(&files, journal);
     let mut j = jobs();
     let pid = std::process::id();
     if let Some(i) = j.running.iter().position(|(p, d)| *p == pid && d == dir) {
