@@ -1,6 +1,6 @@
 //! The end of a clean step, off the recording thread: the step's JSON files, already complete
 //! under their names when [`crate::Session::settle`] returns, are fsynced with their
-//! directory on a thread of their own, and then the journal is removed. The recording thread
+//! directory on a worker thread, and then the journal is removed. The recording thread
 //! pays for rendering and writing the files only; the fsyncs cost 2–5 ms of wall time per step
 //! on the development machine's virtio disk (benches/RESULTS.md), more than a small model's
 //! whole step.
@@ -46,7 +46,7 @@ fn key(dir: &Path) -> PathBuf {
 type Work = (Vec<Written>, Option<JournalWriter>);
 
 /// Jobs at most in flight: past it a step waits for one (a disk slower than the steps must
-/// not pile up threads and open files).
+/// not pile up open files and journals).
 const MAX_RUNNING: usize = 4;
 
 fn running_here(j: &Jobs) -> impl Iterator<Item = &PathBuf> {
@@ -61,7 +61,9 @@ fn running_here(j: &Jobs) -> impl Iterator<Item = &PathBuf> {
 /// than the fsyncs it moved: creating and unmapping a thread's stack interrupts the other
 /// core on a VM).
 /// With the process that started the worker: a forked child has the queue but not the thread.
-static QUEUE: Mutex<Option<(u32, mpsc::Sender<(PathBuf, Work)>)>> = Mutex::new(None);
+static QUEUE: Mutex<Option<(u32, Queue)>> = Mutex::new(None);
+
+type Queue = mpsc::Sender<(PathBuf, Work)>;
 
 /// Makes `files` durable, then removes `journal`, on the worker thread (on this thread when
 /// no thread can be started).

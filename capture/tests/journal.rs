@@ -520,3 +520,30 @@ fn a_removed_journal_leaves_no_file() {
     assert!(!path.exists());
     assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
 }
+
+/// Sessions of one directory in succession (a run restarted in the same process, the same
+/// dump path): the next one's journal waits for the last one's durable end instead of
+/// finding its journal still locked, and every session's files and journal end as a clean
+/// step leaves them.
+#[test]
+fn sessions_of_one_directory_in_succession() {
+    let root = tempfile::tempdir().unwrap();
+    let rank = root.path().join("step0").join("proc1");
+    for round in 0..5 {
+        let mut s = Session::create(&rank, meta()).unwrap();
+        for r in sample_records().into_iter().skip(1) {
+            s.record(r).unwrap();
+        }
+        assert!(s.settle(false).unwrap(), "round {round}");
+        // Complete at once, before the background end.
+        let dump = json::parse(&std::fs::read(rank.join("dump.json")).unwrap(), &rank).unwrap();
+        assert!(dump.get("data").and_then(Value::as_object).is_some());
+    }
+    capture::durable::wait_all().unwrap();
+    let mut names: Vec<String> = std::fs::read_dir(&rank)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    names.sort();
+    assert_eq!(names, ["construct.json", "dump.json", "stack.json"]);
+}
