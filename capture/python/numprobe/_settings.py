@@ -34,7 +34,7 @@ FSYNC = Knob(
     "NUMPROBE_FSYNC", "0",
     "`1`: a journal kept (NUMPROBE_KEEP_JOURNAL) is fsynced at each finished step (a killed "
     "process loses nothing without it; this guards against a power cut; the JSON files of a "
-    "clean stop are always fsynced)")
+    "clean stop are always fsynced, off the training thread)")
 
 KEEP_JOURNAL = Knob(
     "NUMPROBE_KEEP_JOURNAL", "0",
