@@ -598,25 +598,22 @@ impl JournalWriter {
 
     /// fsync: survives a power cut too (called at step ends, not per record).
     pub fn sync(&mut self) -> Result<()> {
-        if let Some(m) = &self.mapped {
-            m.map
-                .flush_range(0, m.len)
-                .map_err(|e| Error::io(&self.path, e))?;
-        }
+        // Pages stored through the shared map are the file's dirty page cache: fsync writes
+        // them like written ones (no separate msync).
         self.file.sync_data().map_err(|e| Error::io(&self.path, e))
     }
 
     /// Closes the journal and removes its file (a clean end: its facts are in the JSON
     /// files). A journal already gone is not an error.
     pub fn remove(mut self) -> Result<()> {
-        // Unlinked whole: no point cutting the reserved tail first.
+        // Unlinked whole (no point cutting the reserved tail first), and while the lock is
+        // still held: another capture that takes the lock afterwards makes a new file, which
+        // this removal cannot reach.
         self.mapped = None;
-        let path = std::mem::take(&mut self.path);
-        drop(self);
-        match std::fs::remove_file(&path) {
+        match std::fs::remove_file(&self.path) {
             Ok(()) => Ok(()),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-            Err(e) => Err(Error::io(&path, e)),
+            Err(e) => Err(Error::io(&self.path, e)),
         }
     }
 }

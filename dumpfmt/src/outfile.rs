@@ -102,33 +102,27 @@ impl AtomicFile {
 
     /// fsyncs the data, then renames it over the target and fsyncs the directory.
     pub fn commit(self) -> Result<()> {
-        self.finish(true, true)
+        self.finish(true, true).map(drop)
     }
 
     /// [`commit`](AtomicFile::commit) without the fsyncs: still never half-written under the
     /// final name after a kill, but a power cut may lose the new contents (the capture's
     /// per-step JSON files, whose journal is what survives a power cut).
     pub fn commit_unsynced(self) -> Result<()> {
-        self.finish(false, false)
+        self.finish(false, false).map(drop)
     }
 
     /// [`commit_unsynced`](AtomicFile::commit_unsynced), keeping the file open so that it can
     /// be made durable later ([`Written::sync`]), off the writer's thread.
-    pub fn commit_for_later_sync(mut self) -> Result<Written> {
-        let target = self.target;
-        self.tmp
-            .as_file_mut()
-            .flush()
-            .map_err(|e| Error::io(&target, e))?;
-        check_target(&target)?;
-        let file = self
-            .tmp
-            .persist(&target)
-            .map_err(|e| Error::io(&target, e.error))?;
-        Ok(Written { file, path: target })
+    pub fn commit_for_later_sync(self) -> Result<Written> {
+        let path = self.target.clone();
+        let file = self.finish(false, false)?;
+        Ok(Written { file, path })
     }
 
-    fn finish(mut self, sync: bool, sync_parent: bool) -> Result<()> {
+    /// Flushes (and with `sync` fsyncs) the data, renames it over the target, and with
+    /// `sync_parent` fsyncs the directory; the renamed file stays open.
+    fn finish(mut self, sync: bool, sync_parent: bool) -> Result<File> {
         let target = self.target;
         self.tmp
             .as_file_mut()
@@ -144,13 +138,14 @@ impl AtomicFile {
         // (rename would replace the link itself, not write through it, but the user asked
         // for a file there and a link there means something is wrong).
         check_target(&target)?;
-        self.tmp
+        let file = self
+            .tmp
             .persist(&target)
             .map_err(|e| Error::io(&target, e.error))?;
         if sync_parent {
             sync_dir(dir_of(&target));
         }
-        Ok(())
+        Ok(file)
     }
 }
 
@@ -179,31 +174,39 @@ impl Written {
 pub fn write_all_for_later_sync<P: AsRef<Path>, B: AsRef<[u8]>>(
     files: &[(P, B)],
 ) -> Result<Vec<Written>> {
-    let mut out = Vec::with_capacity(files.len());
-    for (path, bytes) in files {
-        let path = path.as_ref();
-        let mut f = AtomicFile::create(path)?;
-        f.file()
-            .write_all(bytes.as_ref())
-            .map_err(|e| Error::io(path, e))?;
-        out.push(f.commit_for_later_sync()?);
-    }
-    Ok(out)
+    files
+        .iter()
+        .map(|(path, bytes)| filled(path.as_ref(), bytes.as_ref())?.commit_for_later_sync())
+        .collect()
 }
 
-/// Makes files from [`write_all_for_later_sync`] durable: each fsynced, then each of their
-/// directories (so the renames reach the disk too).
-pub fn sync_written(files: &[Written]) -> Result<()> {
+/// An [`AtomicFile`] for `path` holding `bytes`, not yet committed.
+fn filled(path: &Path, bytes: &[u8]) -> Result<AtomicFile> {
+    let mut f = AtomicFile::create(path)?;
+    f.file().write_all(bytes).map_err(|e| Error::io(path, e))?;
+    Ok(f)
+}
+
+/// fsyncs the directories of `paths`, each once.
+fn sync_dirs_of<'a>(paths: impl Iterator<Item = &'a Path>) {
     let mut dirs: Vec<&Path> = Vec::new();
-    for w in files {
-        w.sync()?;
-        if !dirs.contains(&dir_of(&w.path)) {
-            dirs.push(dir_of(&w.path));
+    for path in paths {
+        if !dirs.contains(&dir_of(path)) {
+            dirs.push(dir_of(path));
         }
     }
     for dir in dirs {
         sync_dir(dir);
     }
+}
+
+/// Makes files from [`write_all_for_later_sync`] durable: each fsynced, then each of their
+/// directories (so the renames reach the disk too).
+pub fn sync_written(files: &[Written]) -> Result<()> {
+    for w in files {
+        w.sync()?;
+    }
+    sync_dirs_of(files.iter().map(|w| w.path.as_path()));
     Ok(())
 }
 
@@ -232,29 +235,16 @@ pub fn write(path: &Path, bytes: &[u8]) -> Result<()> {
 /// instead of one per file (a capture step's three JSON files; each file is fsynced before
 /// its rename, so none can reach the disk half-written under its final name).
 pub fn write_all_durable<P: AsRef<Path>, B: AsRef<[u8]>>(files: &[(P, B)]) -> Result<()> {
-    let mut dirs: Vec<&Path> = Vec::new();
     for (path, bytes) in files {
-        let path = path.as_ref();
-        let mut f = AtomicFile::create(path)?;
-        f.file()
-            .write_all(bytes.as_ref())
-            .map_err(|e| Error::io(path, e))?;
-        f.finish(true, false)?;
-        if !dirs.contains(&dir_of(path)) {
-            dirs.push(dir_of(path));
-        }
+        filled(path.as_ref(), bytes.as_ref())?.finish(true, false)?;
     }
-    for dir in dirs {
-        sync_dir(dir);
-    }
+    sync_dirs_of(files.iter().map(|(p, _)| p.as_ref()));
     Ok(())
 }
 
 /// [`write()`] without the fsyncs (see [`AtomicFile::commit_unsynced`]).
 pub fn write_unsynced(path: &Path, bytes: &[u8]) -> Result<()> {
-    let mut f = AtomicFile::create(path)?;
-    f.file().write_all(bytes).map_err(|e| Error::io(path, e))?;
-    f.commit_unsynced()
+    filled(path, bytes)?.commit_unsynced()
 }
 
 /// Checks a timestamp that becomes part of output file names: exactly 14 ASCII digits

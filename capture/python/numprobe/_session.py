@@ -15,7 +15,17 @@ from .config import DumpConfig
 # A step's JSON files are made durable and its journal removed on a thread of the native
 # core (capture::durable); the process waits for the last of them at exit. Registered first,
 # so it runs after the recorders' own exit handlers have ended their steps.
-atexit.register(_native.wait_durable)
+def _wait_durable_at_exit() -> None:
+    try:
+        _native.wait_durable()
+    except OSError as e:
+        # Too late to fail the run: said plainly; the step's journal stayed, so `numprobe
+        # validate` reports it unfinished and `numprobe recover` still has it.
+        print(f"numprobe: error: a step's files could not be made durable: {e} (its journal "
+              "stayed: see `numprobe validate`)", file=sys.stderr, flush=True)
+
+
+atexit.register(_wait_durable_at_exit)
 
 
 def parse_ints(items: Iterable[Any]) -> Set[int]:
