@@ -111,3 +111,34 @@ def test_keep_journal_on_purpose(tmp_path):
     assert r.returncode == 0, r.stderr[-3000:]
     for rank in glob.glob(os.path.join(dump, "step*", "*")):
         assert "numprobe_journal.bin" in files_of(rank)
+
+
+def test_stacks_kept_per_call_site_journal_and_recover_as_lists_do(tmp_path):
+    # The recorder hands each step's session the same StackFrames per call site (rendered once);
+    # MindSpore's recorder hands plain lists. Both write the same stack.json, and a journal
+    # written either way recovers to it.
+    from numprobe._native import Session, StackFrames, recover
+
+    site = ['File "m.py", line 3, in f, \n y = "x" \\ 2', "File é.py, line 9, in <module>, \n f()"]
+    other = ["File n.py, line 1, in g, \n\tg()"]
+    written = {}
+    for how in ("frames", "lists"):
+        d = tmp_path / how
+        s = Session(str(d), "statistics", "L1", "pytorch", None, True, "statistics",
+                    keep_journal=True)
+        wrap = StackFrames if how == "frames" else list
+        assert s.stack("Functional.linear.0.forward", wrap(site)) == 0
+        assert s.stack("Functional.relu.0.forward", wrap(other)) == 1
+        # A second site with equal lines joins the first group.
+        assert s.stack("Functional.linear.1.forward", wrap(list(site))) == 0
+        s.write_json()
+        s.close()
+        written[how] = (d / "stack.json").read_bytes()
+        os.remove(d / "stack.json")
+        recover(str(d))
+        assert (d / "stack.json").read_bytes() == written[how]
+    assert written["frames"] == written["lists"]
+    groups = json.loads(written["frames"])
+    assert groups == {"0": [["Functional.linear.0.forward", "Functional.linear.1.forward"], site],
+                      "1": [["Functional.relu.0.forward"], other]}
+    assert StackFrames(site).lines() == site and len(StackFrames(other)) == 1

@@ -129,6 +129,9 @@ fn run(dir: &Path, (files, journal): Work) {
 fn finish(files: &[Written], journal: Option<JournalWriter>) -> Result<()> {
     // A failed sync keeps the journal (dropped, not removed): the run stays recoverable.
     sync_written(files)?;
+    for f in files {
+        f.release_cache();
+    }
     match journal {
         Some(j) => j.remove(),
         None => Ok(()),

@@ -325,6 +325,38 @@ impl Record {
     }
 }
 
+/// The payload of a [`Record::Stack`] of frames rendered already: the record
+/// [`Record::encode`] gives, with each frame's text spliced in.
+pub fn stack_payload(name: &str, frames: &crate::frames::Frames) -> Vec<u8> {
+    let mut out =
+        Vec::with_capacity(name.len() + frames.quoted().map(|q| q.len() + 1).sum::<usize>() + 16);
+    out.push(K_STACK);
+    out.push(b'[');
+    json::write_python_str(&json::Str::from(name), &mut out);
+    out.extend_from_slice(b",[");
+    for (n, q) in frames.quoted().enumerate() {
+        if n > 0 {
+            out.push(b',');
+        }
+        out.extend_from_slice(q);
+    }
+    out.extend_from_slice(b"]]");
+    out
+}
+
+/// The payload of a [`Record::StackRef`], written directly (one per recorded API with a
+/// stack: no JSON value built for it).
+pub fn stack_ref_payload(name: &str, group: usize) -> Vec<u8> {
+    let mut out = Vec::with_capacity(name.len() + 32);
+    out.push(K_STACK_REF);
+    out.push(b'[');
+    json::write_python_str(&json::Str::from(name), &mut out);
+    out.push(b',');
+    out.extend_from_slice(group.to_string().as_bytes());
+    out.push(b']');
+    out
+}
+
 /// The payload of a [`Record::Entry`] whose body values are rendered already (`body`: each key
 /// with its value's text, see [`crate::state::RenderedBody`]): the same record as
 /// [`Record::encode`] gives, with the values' text spliced in rather than encoded again.

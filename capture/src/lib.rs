@@ -3,6 +3,7 @@
 //!
 //! * [`journal`]: the crash-safe, append-only record of everything captured.
 //! * [`state`]: replays records into dump.json / stack.json / construct.json.
+//! * [`frames`]: a call site's stack lines, rendered once for every step.
 //! * [`stats`]: tensor records with statistics from stats-gpu, read in place (float32
 //!   Mean/Norm in PyTorch's CPU summation order, `stats_gpu::torch_order`).
 //! * [`stats_worker`]: the same records computed on a second thread while training goes on,
@@ -25,6 +26,7 @@
 
 pub mod durable;
 pub mod error;
+pub mod frames;
 pub mod journal;
 pub mod kernel_stats;
 pub mod state;
@@ -35,6 +37,7 @@ pub mod tensors;
 use std::path::{Path, PathBuf};
 
 pub use error::{Error, Result};
+pub use frames::Frames;
 pub use journal::{Fill, Meta, Record};
 pub use state::DumpState;
 
@@ -125,11 +128,7 @@ impl Session {
         let payload = journal::entry_payload(&name, body.iter(), reinsert);
         match group {
             Some(g) => {
-                let stack = Record::StackRef {
-                    name: name.clone(),
-                    group: g,
-                }
-                .encode();
+                let stack = journal::stack_ref_payload(&name, g);
                 self.journal()?.append_payloads(&[&payload, &stack])?;
                 self.state.merge_rendered(&name, &body, reinsert);
                 self.state.apply_owned(Record::StackRef { name, group: g });
@@ -156,12 +155,20 @@ impl Session {
     /// entries with the same frames can name through [`Session::stack_ref`] (a short journal
     /// record instead of the whole frame list).
     pub fn stack(&mut self, name: String, frames: Vec<String>) -> Result<usize> {
-        if let Some(g) = self.state.stack_group_of(&frames) {
+        self.stack_frames(name, &std::sync::Arc::new(Frames::new(frames)))
+    }
+
+    /// [`stack`](Session::stack) of frames rendered once for every session (see [`frames`]).
+    pub fn stack_frames(&mut self, name: String, frames: &std::sync::Arc<Frames>) -> Result<usize> {
+        if let Some(g) = self.state.stack_group_of_frames(frames) {
             self.record(Record::StackRef { name, group: g })?;
             return Ok(g);
         }
         let g = self.state.stack_group_count();
-        self.record(Record::Stack { name, frames })?;
+        self.journal()?
+            .append_payload(&journal::stack_payload(&name, frames))?;
+        self.state.add_stack_frames(name, frames);
+        self.dirty = true;
         Ok(g)
     }
 

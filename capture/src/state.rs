@@ -9,6 +9,7 @@ use std::sync::Arc;
 use dumpfmt::json::{self, Map, Str, Value};
 
 use crate::error::Result;
+use crate::frames::{Frames, hash_lines};
 use crate::journal::{Fill, Meta, Record};
 
 /// Transient key of a tensor record whose statistics were computed on a device and are read
@@ -62,6 +63,27 @@ fn strip_pending(v: &mut Value) -> usize {
 
 /// Nesting depth of an entry body's values in dump.json (the top object, `data`, the entry).
 const VALUE_LEVEL: usize = 3;
+
+/// An array of quoted strings `level` containers deep, as `json::write_python` writes it.
+fn write_string_array<Q: AsRef<[u8]>>(
+    items: impl Iterator<Item = Q>,
+    level: usize,
+    out: &mut Vec<u8>,
+) {
+    let mut any = false;
+    for q in items {
+        out.push(if any { b',' } else { b'[' });
+        any = true;
+        json::write_python_newline(level + 1, out);
+        out.extend_from_slice(q.as_ref());
+    }
+    if any {
+        json::write_python_newline(level, out);
+        out.push(b']');
+    } else {
+        out.extend_from_slice(b"[]");
+    }
+}
 
 /// An entry body rendered once as the text dump.json holds for it: its keys in order, each
 /// with the range of `text` holding its value, indented for its place (see
@@ -176,9 +198,10 @@ pub struct DumpState {
     arena: Vec<u8>,
     index: FastMap<String, usize>,
     /// Stack groups in first-seen order: names sharing one exact frame list (spec §4.1).
-    /// A group's frames are shared with its index key (a frame list is kilobytes).
-    stack_groups: Vec<(Vec<String>, Arc<[String]>)>,
-    stack_index: FastMap<Arc<[String]>, usize>,
+    /// A group's frames are shared with the adapter's cache of its call site.
+    stack_groups: Vec<(Vec<String>, Arc<Frames>)>,
+    /// Groups by their frames' content hash ([`Frames::content_hash`]).
+    stack_index: FastMap<u64, Vec<usize>>,
     construct: Vec<(String, Value)>,
     construct_index: FastMap<String, usize>,
     /// Pending tensor records whose fill has not come yet: id -> the entries holding it (one
@@ -302,7 +325,20 @@ impl DumpState {
 
     /// The group a frame list belongs to, if it was seen.
     pub fn stack_group_of(&self, frames: &[String]) -> Option<usize> {
-        self.stack_index.get(frames).copied()
+        self.group_by_hash(hash_lines(frames), frames)
+    }
+
+    /// [`stack_group_of`](DumpState::stack_group_of) of frames whose hash is known.
+    pub fn stack_group_of_frames(&self, frames: &Frames) -> Option<usize> {
+        self.group_by_hash(frames.content_hash(), frames.lines())
+    }
+
+    fn group_by_hash(&self, hash: u64, lines: &[String]) -> Option<usize> {
+        self.stack_index
+            .get(&hash)?
+            .iter()
+            .copied()
+            .find(|&g| self.stack_groups[g].1.lines() == lines)
     }
 
     fn push_slot(&mut self, name: &str, body: Body) {
@@ -461,15 +497,26 @@ impl DumpState {
 
     /// `name`'s call stack: a member of the group of `frames`, or the first of a new group.
     fn add_stack(&mut self, name: String, frames: Vec<String>) {
-        match self.stack_index.get(frames.as_slice()) {
-            Some(&i) => self.stack_groups[i].0.push(name),
-            None => {
-                let frames: Arc<[String]> = frames.into();
-                self.stack_index
-                    .insert(Arc::clone(&frames), self.stack_groups.len());
-                self.stack_groups.push((vec![name], frames));
-            }
+        match self.stack_group_of(&frames) {
+            Some(g) => self.stack_groups[g].0.push(name),
+            None => self.push_stack_group(name, Arc::new(Frames::new(frames))),
         }
+    }
+
+    /// [`add_stack`](DumpState::add_stack) of frames rendered already.
+    pub(crate) fn add_stack_frames(&mut self, name: String, frames: &Arc<Frames>) {
+        match self.stack_group_of_frames(frames) {
+            Some(g) => self.stack_groups[g].0.push(name),
+            None => self.push_stack_group(name, Arc::clone(frames)),
+        }
+    }
+
+    fn push_stack_group(&mut self, name: String, frames: Arc<Frames>) {
+        self.stack_index
+            .entry(frames.content_hash())
+            .or_default()
+            .push(self.stack_groups.len());
+        self.stack_groups.push((vec![name], frames));
     }
 
     /// The replay rule of the kinds other than entries.
@@ -544,7 +591,11 @@ impl DumpState {
         let mut m = Map::new();
         for (i, (names, frames)) in self.stack_groups.iter().enumerate() {
             let names: Vec<Value> = names.iter().map(|n| Value::from(n.as_str())).collect();
-            let frames: Vec<Value> = frames.iter().map(|f| Value::from(f.as_str())).collect();
+            let frames: Vec<Value> = frames
+                .lines()
+                .iter()
+                .map(|f| Value::from(f.as_str()))
+                .collect();
             m.push_unique(
                 i.to_string(),
                 Value::Array(vec![names.into(), frames.into()]),
@@ -569,12 +620,51 @@ impl DumpState {
         let names = self.file_names();
         let mut out = vec![(names[0], self.render_dump())];
         if names.len() > 1 {
-            out.push((names[1], json::to_python_bytes(&self.stack_value())));
+            out.push((names[1], self.render_stack()));
             out.push((
                 names[2],
                 json::to_python_bytes(&Value::Object(self.construct())),
             ));
         }
+        out
+    }
+
+    /// stack.json's bytes: [`stack_value`](DumpState::stack_value) as `json::write_python`
+    /// writes it, with each group's frames spliced in as rendered when first seen.
+    fn render_stack(&self) -> Vec<u8> {
+        if self.stack_groups.is_empty() {
+            return b"{}".to_vec();
+        }
+        let frames_len: usize = self
+            .stack_groups
+            .iter()
+            .map(|(n, f)| 64 * n.len() + f.quoted().map(|q| q.len() + 8).sum::<usize>())
+            .sum();
+        let mut out = Vec::with_capacity(frames_len + 64);
+        out.push(b'{');
+        for (i, (names, frames)) in self.stack_groups.iter().enumerate() {
+            if i > 0 {
+                out.push(b',');
+            }
+            json::write_python_newline(1, &mut out);
+            out.push(b'"');
+            out.extend_from_slice(i.to_string().as_bytes());
+            out.extend_from_slice(b"\": [");
+            json::write_python_newline(2, &mut out);
+            let quoted_names = names.iter().map(|n| {
+                let mut q = Vec::with_capacity(n.len() + 2);
+                json::write_python_str(&Str::from(n.as_str()), &mut q);
+                q
+            });
+            write_string_array(quoted_names, 2, &mut out);
+            out.push(b',');
+            json::write_python_newline(2, &mut out);
+            write_string_array(frames.quoted(), 2, &mut out);
+            json::write_python_newline(1, &mut out);
+            out.push(b']');
+        }
+        json::write_python_newline(0, &mut out);
+        out.push(b'}');
         out
     }
 
@@ -658,20 +748,15 @@ impl DumpState {
         }
         for (g, (names, frames)) in self.stack_groups.iter().enumerate() {
             for (i, name) in names.iter().enumerate() {
-                out.push(
-                    if i == 0 {
-                        Record::Stack {
-                            name: name.clone(),
-                            frames: frames.to_vec(),
-                        }
-                    } else {
-                        Record::StackRef {
-                            name: name.clone(),
-                            group: g,
-                        }
+                out.push(if i == 0 {
+                    crate::journal::stack_payload(name, frames)
+                } else {
+                    Record::StackRef {
+                        name: name.clone(),
+                        group: g,
                     }
-                    .encode(),
-                );
+                    .encode()
+                });
             }
         }
         for (name, parent) in &self.construct {

@@ -150,6 +150,51 @@ proptest! {
     }
 }
 
+/// Frame lists as call stacks give them: source lines with quotes, backslashes, control
+/// characters and non-ASCII text, and the empty list of a stack with no script frame.
+fn frame_lists() -> impl Strategy<Value = Vec<Vec<String>>> {
+    prop::collection::vec(
+        prop::collection::vec("[a-z ,.\"\\\n\t\u{1}é😀]{0,40}", 0..4),
+        1..5,
+    )
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(128))]
+
+    /// stack.json from frames rendered once equals the JSON writer's text of its value; a
+    /// stack journaled from rendered frames decodes to the record of its lines.
+    #[test]
+    fn rendered_stack_equals_the_written_value(
+        lists in frame_lists(),
+        ops in prop::collection::vec((0usize..8, 0usize..5, any::<bool>()), 0..16),
+    ) {
+        let mut s = DumpState::new();
+        for (i, (n, which, by_ref)) in ops.into_iter().enumerate() {
+            let frames = lists[which % lists.len()].clone();
+            let name = format!("Functional.f{n}.{i}.forward");
+            let rec = match s.stack_group_of(&frames) {
+                Some(group) if by_ref => Record::StackRef { name, group },
+                _ => Record::Stack { name, frames },
+            };
+            s.apply(&rec);
+            let files = s.render_files();
+            let want = json::to_python_bytes(&s.stack_value());
+            prop_assert_eq!(files[1].0, "stack.json");
+            prop_assert_eq!(String::from_utf8_lossy(&files[1].1), String::from_utf8_lossy(&want));
+        }
+        for frames in &lists {
+            let name = "Tensor.add.\u{e9}\"0.forward";
+            let payload = journal::stack_payload(name, &capture::Frames::new(frames.clone()));
+            let want = Record::Stack { name: name.into(), frames: frames.clone() };
+            prop_assert_eq!(Record::decode(&payload), Some(want));
+            let payload = journal::stack_ref_payload(name, frames.len() * 1000);
+            let want = Record::StackRef { name: name.into(), group: frames.len() * 1000 };
+            prop_assert_eq!(Record::decode(&payload), Some(want));
+        }
+    }
+}
+
 fn strip(v: &mut Value) {
     match v {
         Value::Object(m) => {

@@ -149,6 +149,28 @@ fn dict_to_map(d: &Bound<'_, PyDict>, depth: usize, pending: &mut Vec<u64>) -> P
     Ok(m)
 }
 
+/// A call stack's lines, rendered once for the journal and stack.json of every session
+/// (`capture::Frames`): what an adapter caches per call site.
+#[pyclass(frozen, module = "numprobe._native")]
+struct StackFrames(Arc<capture::Frames>);
+
+#[pymethods]
+impl StackFrames {
+    #[new]
+    fn new(lines: Vec<String>) -> StackFrames {
+        StackFrames(Arc::new(capture::Frames::new(lines)))
+    }
+
+    /// The lines, as given.
+    fn lines(&self) -> Vec<String> {
+        self.0.lines().to_vec()
+    }
+
+    fn __len__(&self) -> usize {
+        self.0.len()
+    }
+}
+
 /// The capture of one rank directory.
 #[pyclass(module = "numprobe._native")]
 struct Session {
@@ -747,9 +769,15 @@ impl Session {
             .map_err(os_err)
     }
 
-    /// Records `name`'s call stack; returns its stack group for [`Session::stack_ref`].
-    fn stack(&mut self, name: String, frames: Vec<String>) -> PyResult<usize> {
-        self.inner()?.stack(name, frames).map_err(os_err)
+    /// Records `name`'s call stack (a [`StackFrames`] kept per call site, or a list of
+    /// lines); returns its stack group for [`Session::stack_ref`].
+    fn stack(&mut self, name: String, frames: &Bound<'_, PyAny>) -> PyResult<usize> {
+        let inner = self.inner()?;
+        match frames.cast::<StackFrames>() {
+            Ok(f) => inner.stack_frames(name, &f.get().0),
+            Err(_) => inner.stack(name, frames.extract()?),
+        }
+        .map_err(os_err)
     }
 
     /// Records `name`'s call stack as the frames of stack group `group` of this session.
@@ -1045,6 +1073,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     cluster::register(m)?;
     m.add_class::<Session>()?;
     m.add_class::<TensorRec>()?;
+    m.add_class::<StackFrames>()?;
     m.add_class::<api_call::ApiCalls>()?;
     m.add_function(wrap_pyfunction!(api_call::busy, m)?)?;
     m.add_function(wrap_pyfunction!(api_call::set_busy, m)?)?;

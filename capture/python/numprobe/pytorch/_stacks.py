@@ -6,6 +6,7 @@ import sys
 
 import torch.overrides
 
+from .._native import StackFrames
 from .._native import stack_key as _stack_key
 
 # Frames of numprobe itself and of torch's dispatch to the mode are not the script's.
@@ -26,7 +27,7 @@ class Stacks:
         return self.stack_at(sys._getframe(2), skip_code)
 
     def stack_at(self, frame, skip_code=None, key=None):
-        """The frames from `frame` outwards as stack.json lines, and the key they are cached
+        """The frames from `frame` outwards as stack.json lines (a ``StackFrames``), and the key they are cached
         under: the ids of the frames' code objects and their instruction offsets, packed by
         the native walk (the cached value keeps the code objects alive, so an id cannot be
         reused while it is a key). `key`: that key, when the caller took it already."""
@@ -46,6 +47,8 @@ class Stacks:
                 if src:
                     frames.append(f"File {fn}, line {f.f_lineno}, in {code.co_name}, \n {src}")
             f = f.f_back
+        # Rendered once: every step's journal and stack.json hold the same lines again.
+        frames = StackFrames(frames)
         self.stack_cache[key] = (frames, codes)
         return key, frames
 
