@@ -161,7 +161,7 @@ impl Session {
     /// [`stack`](Session::stack) of frames rendered once for every session (see [`frames`]).
     pub fn stack_frames(&mut self, name: String, frames: &std::sync::Arc<Frames>) -> Result<usize> {
         if let Some(g) = self.state.stack_group_of_frames(frames) {
-            self.record(Record::StackRef { name, group: g })?;
+            self.stack_ref(name, g)?;
             return Ok(g);
         }
         let g = self.state.stack_group_count();
@@ -175,7 +175,11 @@ impl Session {
     /// Records the call stack of `name` as that of stack group `group`.
     pub fn stack_ref(&mut self, name: String, group: usize) -> Result<()> {
         self.check_group(&name, group)?;
-        self.record(Record::StackRef { name, group })
+        self.journal()?
+            .append_payload(&journal::stack_ref_payload(&name, group))?;
+        self.state.apply_owned(Record::StackRef { name, group });
+        self.dirty = true;
+        Ok(())
     }
 
     fn check_group(&self, name: &str, group: usize) -> Result<()> {

@@ -751,11 +751,7 @@ impl DumpState {
                 out.push(if i == 0 {
                     crate::journal::stack_payload(name, frames)
                 } else {
-                    Record::StackRef {
-                        name: name.clone(),
-                        group: g,
-                    }
-                    .encode()
+                    crate::journal::stack_ref_payload(name, g)
                 });
             }
         }
