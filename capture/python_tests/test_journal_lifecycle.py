@@ -114,7 +114,7 @@ def test_keep_journal_on_purpose(tmp_path):
 
 
 def test_stacks_kept_per_call_site_journal_and_recover_as_lists_do(tmp_path):
-    # The recorder hands each step's session the same StackFrames per call site (rendered once);
+    # The recorder hands each step's capture the same StackFrames per call site (rendered once);
     # MindSpore's recorder hands plain lists. Both write the same stack.json, and a journal
     # written either way recovers to it.
     from numprobe._native import Session, StackFrames, recover

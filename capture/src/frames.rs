@@ -3,12 +3,12 @@
 //! A call site's frames are formatted once per process, but every step's journal and
 //! stack.json hold them again: rendering (escaping kilobytes of source lines) and hashing
 //! them at every step cost about 0.4 ms of a recorded tiny Llama step (benches/RESULTS.md).
-//! An adapter keeps one [`Frames`] per call site and hands it to each step's session.
+//! An adapter keeps one [`Frames`] per call site and hands it to each step's [`crate::Session`].
 
 use std::hash::BuildHasher;
 use std::sync::OnceLock;
 
-use dumpfmt::json::{self, Str};
+use dumpfmt::json;
 
 /// The lines of one call stack, outermost last, with their JSON text.
 #[derive(Debug)]
@@ -21,7 +21,7 @@ pub struct Frames {
 }
 
 /// One seed for every content hash of the process (random per process, so a journal from a
-/// stranger cannot be built to collide), so that a hash computed once serves every session.
+/// stranger cannot be built to collide), so that a hash computed once serves every step.
 fn seed() -> &'static foldhash::fast::RandomState {
     static SEED: OnceLock<foldhash::fast::RandomState> = OnceLock::new();
     SEED.get_or_init(foldhash::fast::RandomState::default)
@@ -37,7 +37,7 @@ impl Frames {
         let mut quoted = Vec::with_capacity(lines.iter().map(|l| l.len() + 2).sum());
         let mut ends = Vec::with_capacity(lines.len());
         for l in &lines {
-            json::write_python_str(&Str::from(l.as_str()), &mut quoted);
+            json::write_python_text(l, &mut quoted);
             ends.push(quoted.len());
         }
         Frames {

@@ -174,17 +174,13 @@ impl Record {
                 ]),
             ),
             Record::Remove { name } => (K_REMOVE, name.as_str().into()),
-            Record::Stack { name, frames } => (
-                K_STACK,
-                Value::Array(vec![
-                    name.as_str().into(),
-                    Value::Array(frames.iter().map(|f| Value::from(f.as_str())).collect()),
-                ]),
-            ),
-            Record::StackRef { name, group } => (
-                K_STACK_REF,
-                Value::Array(vec![name.as_str().into(), Value::Int(*group as i64)]),
-            ),
+            // The capture path writes these two without a JSON value: one form for both.
+            Record::Stack { name, frames } => {
+                return stack_payload_with(name, frames.iter(), |l, o| {
+                    json::write_python_text(l, o)
+                });
+            }
+            Record::StackRef { name, group } => return stack_ref_payload(name, *group),
             Record::Construct { name, parent } => (
                 K_CONSTRUCT,
                 Value::Array(vec![name.as_str().into(), opt_str(parent)]),
@@ -328,17 +324,25 @@ impl Record {
 /// The payload of a [`Record::Stack`] of frames rendered already: the record
 /// [`Record::encode`] gives, with each frame's text spliced in.
 pub fn stack_payload(name: &str, frames: &crate::frames::Frames) -> Vec<u8> {
-    let mut out =
-        Vec::with_capacity(name.len() + frames.quoted().map(|q| q.len() + 1).sum::<usize>() + 16);
+    stack_payload_with(name, frames.quoted(), |q, o| o.extend_from_slice(q))
+}
+
+/// A [`Record::Stack`] payload, each line written by `write`.
+fn stack_payload_with<T>(
+    name: &str,
+    lines: impl Iterator<Item = T>,
+    write: impl Fn(T, &mut Vec<u8>),
+) -> Vec<u8> {
+    let mut out = Vec::with_capacity(1024);
     out.push(K_STACK);
     out.push(b'[');
-    json::write_python_str(&json::Str::from(name), &mut out);
+    json::write_python_text(name, &mut out);
     out.extend_from_slice(b",[");
-    for (n, q) in frames.quoted().enumerate() {
+    for (n, line) in lines.enumerate() {
         if n > 0 {
             out.push(b',');
         }
-        out.extend_from_slice(q);
+        write(line, &mut out);
     }
     out.extend_from_slice(b"]]");
     out
@@ -350,7 +354,7 @@ pub fn stack_ref_payload(name: &str, group: usize) -> Vec<u8> {
     let mut out = Vec::with_capacity(name.len() + 32);
     out.push(K_STACK_REF);
     out.push(b'[');
-    json::write_python_str(&json::Str::from(name), &mut out);
+    json::write_python_text(name, &mut out);
     out.push(b',');
     out.extend_from_slice(group.to_string().as_bytes());
     out.push(b']');
@@ -368,7 +372,7 @@ pub fn entry_payload<'a>(
     let mut out = Vec::with_capacity(1024);
     out.push(K_ENTRY);
     out.push(b'[');
-    json::write_python_str(&json::Str::from(name), &mut out);
+    json::write_python_text(name, &mut out);
     out.extend_from_slice(b",{");
     for (n, (k, t)) in body.into_iter().enumerate() {
         if n > 0 {

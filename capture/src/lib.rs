@@ -155,10 +155,16 @@ impl Session {
     /// entries with the same frames can name through [`Session::stack_ref`] (a short journal
     /// record instead of the whole frame list).
     pub fn stack(&mut self, name: String, frames: Vec<String>) -> Result<usize> {
+        // A known frame list needs no rendering.
+        if let Some(g) = self.state.stack_group_of(&frames) {
+            self.stack_ref(name, g)?;
+            return Ok(g);
+        }
         self.stack_frames(name, &std::sync::Arc::new(Frames::new(frames)))
     }
 
-    /// [`stack`](Session::stack) of frames rendered once for every session (see [`frames`]).
+    /// [`stack`](Session::stack) of frames rendered once per call site and shared by every
+    /// step's capture (see [`frames`]).
     pub fn stack_frames(&mut self, name: String, frames: &std::sync::Arc<Frames>) -> Result<usize> {
         if let Some(g) = self.state.stack_group_of_frames(frames) {
             self.stack_ref(name, g)?;

@@ -64,18 +64,20 @@ fn strip_pending(v: &mut Value) -> usize {
 /// Nesting depth of an entry body's values in dump.json (the top object, `data`, the entry).
 const VALUE_LEVEL: usize = 3;
 
-/// An array of quoted strings `level` containers deep, as `json::write_python` writes it.
-fn write_string_array<Q: AsRef<[u8]>>(
-    items: impl Iterator<Item = Q>,
+/// An array `level` containers deep, as `json::write_python` writes it, each item written by
+/// `write`.
+fn write_array<T>(
+    items: impl Iterator<Item = T>,
     level: usize,
     out: &mut Vec<u8>,
+    write: impl Fn(T, &mut Vec<u8>),
 ) {
     let mut any = false;
-    for q in items {
+    for item in items {
         out.push(if any { b',' } else { b'[' });
         any = true;
         json::write_python_newline(level + 1, out);
-        out.extend_from_slice(q.as_ref());
+        write(item, out);
     }
     if any {
         json::write_python_newline(level, out);
@@ -651,15 +653,12 @@ impl DumpState {
             out.extend_from_slice(i.to_string().as_bytes());
             out.extend_from_slice(b"\": [");
             json::write_python_newline(2, &mut out);
-            let quoted_names = names.iter().map(|n| {
-                let mut q = Vec::with_capacity(n.len() + 2);
-                json::write_python_str(&Str::from(n.as_str()), &mut q);
-                q
+            write_array(names.iter(), 2, &mut out, |n, o| {
+                json::write_python_text(n, o)
             });
-            write_string_array(quoted_names, 2, &mut out);
             out.push(b',');
             json::write_python_newline(2, &mut out);
-            write_string_array(frames.quoted(), 2, &mut out);
+            write_array(frames.quoted(), 2, &mut out, |q, o| o.extend_from_slice(q));
             json::write_python_newline(1, &mut out);
             out.push(b']');
         }
@@ -708,7 +707,7 @@ impl DumpState {
                     out.push(b',');
                 }
                 json::write_python_newline(2, &mut out);
-                json::write_python_str(&Str::from(name.as_str()), &mut out);
+                json::write_python_text(name, &mut out);
                 out.extend_from_slice(b": ");
                 body.write(&self.arena, &mut out, unresolved.contains(name.as_str()));
             }

@@ -187,9 +187,12 @@ proptest! {
             let name = "Tensor.add.\u{e9}\"0.forward";
             let payload = journal::stack_payload(name, &capture::Frames::new(frames.clone()));
             let want = Record::Stack { name: name.into(), frames: frames.clone() };
+            // One journal form, whichever way the record is written.
+            prop_assert_eq!(&want.encode(), &payload);
             prop_assert_eq!(Record::decode(&payload), Some(want));
             let payload = journal::stack_ref_payload(name, frames.len() * 1000);
             let want = Record::StackRef { name: name.into(), group: frames.len() * 1000 };
+            prop_assert_eq!(&want.encode(), &payload);
             prop_assert_eq!(Record::decode(&payload), Some(want));
         }
     }

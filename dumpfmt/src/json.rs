@@ -947,6 +947,12 @@ pub fn write_python_str(s: &Str, out: &mut Vec<u8>) {
     write_str(s, out);
 }
 
+/// [`write_python_str`] of a Rust string (an entry name, a stack line) without making a
+/// [`Str`] of it first.
+pub fn write_python_text(s: &str, out: &mut Vec<u8>) {
+    write_str_bytes(s.as_bytes(), out);
+}
+
 /// The line break and indentation [`write_python`] puts before a member `level` containers
 /// deep (for writers that splice pre-rendered parts, see [`write_python_at`]).
 pub fn write_python_newline(level: usize, out: &mut Vec<u8>) {
@@ -1073,8 +1079,12 @@ fn push_u_escape(out: &mut Vec<u8>, u: u32) {
 /// `" \ \b \f \n \r \t`, `\u00XX` (lowercase) for other controls and DEL, UTF-16 escapes
 /// (surrogate pairs above U+FFFF) for everything else.
 fn write_str(s: &Str, out: &mut Vec<u8>) {
+    write_str_bytes(s.as_bytes(), out);
+}
+
+/// A [`Str`]'s bytes (WTF-8, so lone surrogates too) quoted and escaped as Python's json does.
+fn write_str_bytes(b: &[u8], out: &mut Vec<u8>) {
     out.push(b'"');
-    let b = s.as_bytes();
     let mut run = 0;
     let mut i = 0;
     while i < b.len() {

@@ -149,7 +149,7 @@ fn dict_to_map(d: &Bound<'_, PyDict>, depth: usize, pending: &mut Vec<u64>) -> P
     Ok(m)
 }
 
-/// A call stack's lines, rendered once for the journal and stack.json of every session
+/// A call stack's lines, rendered once for every step's journal and stack.json
 /// (`capture::Frames`): what an adapter caches per call site.
 #[pyclass(frozen, module = "numprobe._native")]
 struct StackFrames(Arc<capture::Frames>);

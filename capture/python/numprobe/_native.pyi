@@ -18,7 +18,7 @@ class TensorRec:
     """A finished tensor record, opaque to Python: placed inside entry bodies."""
 
 class StackFrames:
-    """A call stack's lines, rendered once for every session's journal and stack.json."""
+    """A call stack's lines, rendered once for every step's journal and stack.json."""
 
     def __init__(self, lines: Sequence[str]) -> None: ...
     def lines(self) -> List[str]: ...

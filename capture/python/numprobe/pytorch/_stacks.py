@@ -27,10 +27,11 @@ class Stacks:
         return self.stack_at(sys._getframe(2), skip_code)
 
     def stack_at(self, frame, skip_code=None, key=None):
-        """The frames from `frame` outwards as stack.json lines (a ``StackFrames``), and the key they are cached
-        under: the ids of the frames' code objects and their instruction offsets, packed by
-        the native walk (the cached value keeps the code objects alive, so an id cannot be
-        reused while it is a key). `key`: that key, when the caller took it already."""
+        """The frames from `frame` outwards as stack.json lines (a ``StackFrames``), and the
+        key they are cached under: the ids of the frames' code objects and their instruction
+        offsets, packed by the native walk (the cached value keeps the code objects alive, so
+        an id cannot be reused while it is a key). `key`: that key, when the caller took it
+        already."""
         if key is None:
             key = _stack_key(frame, id(skip_code))
         hit = self.stack_cache.get(key)
