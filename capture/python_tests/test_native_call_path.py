@@ -22,6 +22,18 @@ import json, sys
 import torch
 from numprobe.pytorch import PrecisionDebugger
 
+
+class Seen(torch.Tensor):
+    # The torch functions that reach a tensor subclass: on either path only the script's own
+    # calls, never numprobe's reads of its attributes.
+    names = []
+
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        Seen.names.append(getattr(func, "__qualname__", None) or repr(func))
+        return super().__torch_function__(func, types, args, kwargs)
+
+
 torch.manual_seed(0)
 torch.set_num_threads(1)
 dump, path, summary = sys.argv[1], sys.argv[2], sys.argv[3]
@@ -35,6 +47,7 @@ assert (dbg.recorder.native_calls is None) == (path == "python")
 lin = torch.nn.Linear(8, 8)
 x = torch.randn(4, 8, requires_grad=True)
 big = torch.randn(256, 128)
+sv = torch.randn(4, requires_grad=True).as_subclass(Seen)
 for step in range(2):
     dbg.start()
     y = torch.nn.functional.linear(x, lin.weight, lin.bias)
@@ -53,13 +66,17 @@ for step in range(2):
     q = torch.nn.functional.gelu(y, approximate="tanh")
     d0 = torch.nn.functional.dropout(y, 0.0)  # no backward entry (msprobe records none)
     d1 = torch.nn.functional.dropout(y, p=0.25)
+    s2 = torch.mul(sv, 2.0)  # a subclass in and out: the backward hook reads its grad_fn
     try:
         torch.matmul(torch.ones(2, 3), torch.ones(2, 3))
     except RuntimeError:
         pass
-    (q.sum() + c.mean() + n.sum() + m.values.sum() + d0.sum() + d1.sum()).backward()
+    (q.sum() + c.mean() + n.sum() + m.values.sum() + d0.sum() + d1.sum()
+     + s2.sum()).backward()
     dbg.stop()
     dbg.step()
+with open(dump + "_seen.json", "w") as f:
+    json.dump(Seen.names, f)
 """
 
 
@@ -75,13 +92,19 @@ def dump_files(root):
 def test_native_and_python_paths_dump_the_same_bytes(tmp_path, summary):
     script = tmp_path / "script.py"
     script.write_text(SCRIPT)
-    got = {}
+    got, seen = {}, {}
     for path in ("native", "python"):
         dump = str(tmp_path / f"dump_{path}")
         r = subprocess.run([sys.executable, str(script), dump, path, summary],
                            capture_output=True, text=True, timeout=600)
         assert r.returncode == 0, r.stderr[-3000:]
         got[path] = dump_files(dump)
+        with open(dump + "_seen.json") as f:
+            seen[path] = json.load(f)
+    # The subclass saw the same torch functions either way (the native path turns them off
+    # before its values reach the recorder, as the Python path does for the whole walk).
+    assert seen["native"] == seen["python"]
+    assert any("mul" in n for n in seen["native"]), seen["native"]
     assert got["native"] and set(got["native"]) == set(got["python"])
     for k in got["python"]:
         assert got["native"][k] == got["python"][k], k
@@ -93,6 +116,7 @@ def test_native_and_python_paths_dump_the_same_bytes(tmp_path, summary):
     assert "output" not in data["Torch.matmul.0.forward"]
     assert "Functional.dropout.1.backward" in data and "Functional.dropout.0.backward" not in data
     assert "Torch.max.0.backward" in data
+    assert "Torch.mul.1.backward" in data
 
 
 def test_stack_key_packs_each_frames_code_and_offset():

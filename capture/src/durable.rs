@@ -1,6 +1,7 @@
 //! The end of a clean step, off the recording thread: the step's JSON files, already complete
 //! under their names when [`crate::Session::settle`] returns, are fsynced with their
-//! directory on a worker thread, and then the journal is removed. The recording thread
+//! directory on a worker thread, and then the journal is removed (and, on Linux, the next
+//! step's journal file prepared: `journal_spare`). The recording thread
 //! pays for rendering and writing the files only; the fsyncs cost 2–5 ms of wall time per step
 //! on the development machine's virtio disk (benches/RESULTS.md), more than a small model's
 //! whole step.
@@ -114,7 +115,7 @@ pub fn submit(dir: &Path, files: Vec<Written>, journal: Option<JournalWriter>) {
 }
 
 fn run(dir: &Path, (files, journal): Work) {
-    let outcome = finish(&files, journal);
+    let outcome = finish(dir, &files, journal);
     let mut j = jobs();
     let pid = std::process::id();
     if let Some(i) = j.running.iter().position(|(p, d)| *p == pid && d == dir) {
@@ -126,16 +127,22 @@ fn run(dir: &Path, (files, journal): Work) {
     DONE.notify_all();
 }
 
-fn finish(files: &[Written], journal: Option<JournalWriter>) -> Result<()> {
+fn finish(dir: &Path, files: &[Written], journal: Option<JournalWriter>) -> Result<()> {
     // A failed sync keeps the journal (dropped, not removed): the run stays recoverable.
     sync_written(files)?;
     for f in files {
         f.release_cache();
     }
-    match journal {
-        Some(j) => j.remove(),
-        None => Ok(()),
+    let used = journal.as_ref().map_or(0, JournalWriter::len);
+    if let Some(j) = journal {
+        j.remove()?;
     }
+    // The next step's journal, made while the recording thread runs that step.
+    #[cfg(target_os = "linux")]
+    JournalWriter::prepare_next(dir, used);
+    #[cfg(not(target_os = "linux"))]
+    let _ = (dir, used);
+    Ok(())
 }
 
 /// Waits until no job of directory `dir` is running.

@@ -35,6 +35,8 @@ use std::path::{Path, PathBuf};
 use dumpfmt::json::{self, Map, Value};
 
 use crate::error::{Error, Result};
+#[cfg(target_os = "linux")]
+use crate::journal_spare;
 
 /// First bytes of every journal file this build writes (`NPJRNL` + major version).
 pub const MAGIC: &[u8; 8] = b"NPJRNL02";
@@ -487,6 +489,10 @@ impl JournalWriter {
     /// [`create`](JournalWriter::create); `map` false writes with `write` calls only (what
     /// systems without the map get; tests run both).
     fn create_as(path: &Path, map: bool) -> Result<JournalWriter> {
+        #[cfg(target_os = "linux")]
+        if map && let Some(w) = Self::create_linked(path) {
+            return w.start();
+        }
         // Not truncated on open: another capture's journal is only emptied once its lock is ours.
         // Read access too: a shared writable map needs it.
         let file = OpenOptions::new()
@@ -511,16 +517,49 @@ impl JournalWriter {
         } else {
             None
         };
-        let mut w = JournalWriter {
+        JournalWriter {
             file,
             path: path.to_path_buf(),
             frame: Vec::with_capacity(4096),
             mapped,
             written: 0,
-        };
-        w.frame.clear();
-        w.frame.extend_from_slice(MAGIC);
-        w.flush_frames()?;
+        }
+        .start()
+    }
+
+    /// A journal prepared by the durability worker, linked under `path` (see
+    /// [`crate::journal_spare`]); `None` when none is ready or the name is taken (another
+    /// capture's journal, or a killed one's: the named path deals with both).
+    #[cfg(target_os = "linux")]
+    fn create_linked(path: &Path) -> Option<JournalWriter> {
+        let spare = journal_spare::take(path)?;
+        Some(JournalWriter {
+            file: spare.file,
+            path: path.to_path_buf(),
+            frame: Vec::with_capacity(4096),
+            mapped: Some(MappedTail {
+                map: spare.map,
+                len: 0,
+            }),
+            written: 0,
+        })
+    }
+
+    /// Prepares the file of a later journal in `dir`'s filesystem, as large as `used` bytes
+    /// (what the last one wrote), off the recording thread (see [`crate::journal_spare`]).
+    #[cfg(target_os = "linux")]
+    pub(crate) fn prepare_next(dir: &Path, used: u64) {
+        let used = usize::try_from(used).unwrap_or(usize::MAX);
+        journal_spare::prepare(dir, RESERVE_FIRST, used, |file, cap| {
+            MappedTail::reserve_and_map(file, 0, cap)
+        });
+    }
+
+    /// Writes the magic and the version frame into the empty journal.
+    fn start(mut self) -> Result<JournalWriter> {
+        self.frame.clear();
+        self.frame.extend_from_slice(MAGIC);
+        self.flush_frames()?;
         let mut version = vec![K_VERSION];
         json::write_python(
             &Value::Object(
@@ -531,8 +570,8 @@ impl JournalWriter {
             ),
             &mut version,
         );
-        w.append_payload(&version)?;
-        Ok(w)
+        self.append_payload(&version)?;
+        Ok(self)
     }
 
     pub fn path(&self) -> &Path {

@@ -28,6 +28,8 @@ pub mod durable;
 pub mod error;
 pub mod frames;
 pub mod journal;
+#[cfg(target_os = "linux")]
+mod journal_spare;
 pub mod kernel_stats;
 pub mod state;
 pub mod stats;

@@ -15,7 +15,7 @@ use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyFrozenSet, PyList, PyString, PyTuple, PyType};
 
-use crate::walk::MAX_DEPTH;
+use crate::walk::{MAX_DEPTH, NoTorchFunction};
 use crate::{Session, stack_key};
 
 thread_local! {
@@ -63,8 +63,10 @@ enum Risk {
 }
 
 /// `(DisableTorchFunction, _len_torch_function_stack, _get_function_stack_at,
-/// _pop_torch_function_stack, _push_on_torch_function_stack, is_grad_enabled)` of torch.
+/// _pop_torch_function_stack, _push_on_torch_function_stack, is_grad_enabled,
+/// nn.Parameter)` of torch.
 type TorchC = (
+    Py<PyAny>,
     Py<PyAny>,
     Py<PyAny>,
     Py<PyAny>,
@@ -83,6 +85,8 @@ pub(crate) struct ApiCalls {
     device_stats_bound: usize,
     /// `torch.Tensor` (an output of this exact type that needs no gradient needs no hook).
     tensor: Py<PyType>,
+    /// `torch.nn.Parameter`.
+    parameter: Py<PyAny>,
     /// `torch._C.DisableTorchFunction`, and the torch-function mode stack's accessors.
     no_torch_function: Py<PyAny>,
     mode_len: Py<PyAny>,
@@ -92,28 +96,52 @@ pub(crate) struct ApiCalls {
     grad_enabled: Py<PyAny>,
 }
 
-/// `torch._C.DisableTorchFunction` entered for a scope, left at its end.
-struct NoTorchFunction<'py>(Bound<'py, PyAny>);
-
-impl<'py> NoTorchFunction<'py> {
-    fn enter(ty: &Bound<'py, PyAny>) -> PyResult<NoTorchFunction<'py>> {
-        let ctx = ty.call0()?;
-        ctx.call_method0(intern!(ty.py(), "__enter__"))?;
-        Ok(NoTorchFunction(ctx))
-    }
+/// Torch functions during a walk: off from the start when a mode is on the torch-function
+/// stack (each tensor attribute the walk reads would go through it); else left on, and
+/// turned off by the walk before it hands a value to the recorder (`Walk::lazy_tf`), which
+/// saves entering and leaving `DisableTorchFunction` twice per recorded call.
+enum TorchFunctions<'py> {
+    Off(#[allow(dead_code)] NoTorchFunction<'py>),
+    Lazy(Bound<'py, PyAny>),
 }
 
-impl Drop for NoTorchFunction<'_> {
-    fn drop(&mut self) {
-        let py = self.0.py();
-        let none = py.None();
-        if let Err(e) = self
-            .0
-            .call_method1(intern!(py, "__exit__"), (&none, &none, &none))
-        {
-            // Leaving the context cannot fail in torch; should it, say so rather than lose it.
-            e.write_unraisable(py, Some(&self.0));
+impl<'py> TorchFunctions<'py> {
+    /// `mode_len`: `torch._C._len_torch_function_stack`; `ty`: `DisableTorchFunction`.
+    fn for_walk(mode_len: &Bound<'py, PyAny>, ty: &Bound<'py, PyAny>) -> PyResult<Self> {
+        if mode_len.call0()?.extract::<usize>()? > 0 {
+            return Ok(TorchFunctions::Off(NoTorchFunction::enter(ty)?));
         }
+        Ok(TorchFunctions::Lazy(ty.clone()))
+    }
+
+    /// The walk's `lazy_tf`.
+    fn lazy(&self) -> Option<&Bound<'py, PyAny>> {
+        match self {
+            TorchFunctions::Off(_) => None,
+            TorchFunctions::Lazy(ty) => Some(ty),
+        }
+    }
+
+    /// Off for a scope when they are still on and `v` may dispatch (anything but a plain
+    /// tensor or parameter, whose attributes go to no `__torch_function__` while no mode is
+    /// on the stack).
+    fn off_for(
+        &self,
+        v: Option<&Bound<'py, PyAny>>,
+        tensor: &Bound<'py, PyType>,
+        parameter: &Bound<'py, PyAny>,
+    ) -> PyResult<Option<NoTorchFunction<'py>>> {
+        let TorchFunctions::Lazy(ty) = self else {
+            return Ok(None);
+        };
+        let plain = v.is_none_or(|v| {
+            let t = v.get_type();
+            t.is(tensor) || t.is(parameter)
+        });
+        if plain {
+            return Ok(None);
+        }
+        Ok(Some(NoTorchFunction::enter(ty)?))
     }
 }
 
@@ -141,7 +169,8 @@ impl ApiCalls {
             "CORE" => Risk::Core(core),
             _ => Risk::Focus(low_risk),
         };
-        let (no_torch_function, mode_len, mode_at, mode_pop, mode_push, grad_enabled) = torch_c;
+        let (no_torch_function, mode_len, mode_at, mode_pop, mode_push, grad_enabled, parameter) =
+            torch_c;
         ApiCalls {
             recorder,
             counters,
@@ -149,6 +178,7 @@ impl ApiCalls {
             risk,
             device_stats_bound,
             tensor,
+            parameter,
             no_torch_function,
             mode_len,
             mode_at,
@@ -219,8 +249,12 @@ impl ApiCalls {
                 }
             }
             {
-                let _tf = NoTorchFunction::enter(self.no_torch_function.bind(py))?;
-                Session::api_input(session, &entry, args.as_any(), kwargs, rec, group)?;
+                let tf = TorchFunctions::for_walk(
+                    self.mode_len.bind(py),
+                    self.no_torch_function.bind(py),
+                )?;
+                let lazy = tf.lazy();
+                Session::api_input_with(session, &entry, args.as_any(), kwargs, rec, group, lazy)?;
             }
             entry_done(py, rec, self.device_stats_bound)?;
             if let (Some((frame, skey)), None) = (site, group) {
@@ -234,10 +268,16 @@ impl ApiCalls {
         }
         let out = self.run(py, rec, orig, args, kwargs)?;
         let _busy = Busy::set();
-        let _tf = NoTorchFunction::enter(self.no_torch_function.bind(py))?;
-        Session::api_output(session, &entry, &out, rec)?;
+        let tf = TorchFunctions::for_walk(self.mode_len.bind(py), self.no_torch_function.bind(py))?;
+        Session::api_output_with(session, &entry, &out, rec, tf.lazy())?;
         entry_done(py, rec, self.device_stats_bound)?;
         if self.grad_enabled.bind(py).call0()?.is_truthy()? {
+            let first = first_tensor(&out, self.tensor.bind(py), 0)?;
+            let _off = tf.off_for(
+                first.as_ref(),
+                self.tensor.bind(py),
+                self.parameter.bind(py),
+            )?;
             self.hook_backward(py, &key, n, prefix, name, &out, args, kwargs)?;
         }
         Ok(out)
@@ -328,6 +368,7 @@ impl ApiCalls {
             recorder: self.recorder.clone_ref(py),
             entry: PyString::new(py, &format!("{key}.{n}.backward")).unbind(),
             no_torch_function: self.no_torch_function.clone_ref(py),
+            mode_len: self.mode_len.clone_ref(py),
             device_stats_bound: self.device_stats_bound,
         };
         grad_fn.call_method1(intern!(py, "register_hook"), (Bound::new(py, hook)?,))?;
@@ -402,6 +443,7 @@ pub(crate) struct BackwardHook {
     recorder: Py<PyAny>,
     entry: Py<PyString>,
     no_torch_function: Py<PyAny>,
+    mode_len: Py<PyAny>,
     device_stats_bound: usize,
 }
 
@@ -423,20 +465,19 @@ impl BackwardHook {
         }
         let session = session_obj.cast::<Session>()?;
         let _busy = Busy::set();
-        {
-            let _tf = NoTorchFunction::enter(self.no_torch_function.bind(py))?;
-            let lists = vec![
-                ("input".to_owned(), grad_outputs),
-                ("output".to_owned(), grad_inputs),
-            ];
-            Session::lists_entry(session, self.entry.bind(py), lists, rec)?;
-        }
+        let tf = TorchFunctions::for_walk(self.mode_len.bind(py), self.no_torch_function.bind(py))?;
+        let lists = vec![
+            ("input".to_owned(), grad_outputs),
+            ("output".to_owned(), grad_inputs),
+        ];
+        Session::lists_entry_with(session, self.entry.bind(py), lists, rec, tf.lazy())?;
         entry_done(py, rec, self.device_stats_bound)
     }
 }
 
 /// Device statistics pending past the bound are read back once the entries holding them
 /// are journaled (the recorder's `_entry_done`).
+/// (It turns torch functions off itself.)
 fn entry_done(py: Python<'_>, rec: &Bound<'_, PyAny>, bound: usize) -> PyResult<()> {
     let pending: usize = rec.getattr(intern!(py, "_dev_count"))?.extract()?;
     if pending >= bound && pending > 0 {

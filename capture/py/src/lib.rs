@@ -301,6 +301,7 @@ impl Session {
         slf: &Bound<'py, Self>,
         name: &Bound<'py, PyString>,
         recorder: &Bound<'py, PyAny>,
+        lazy_tf: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<Walk<'py>> {
         let s = slf.borrow();
         if s.inner.is_none() {
@@ -317,7 +318,80 @@ impl Session {
             recorder: recorder.clone(),
             entry: name.clone(),
             pending: Vec::new(),
+            lazy_tf: lazy_tf.cloned(),
+            tf: None,
         })
+    }
+
+    /// [`api_input`](Session::api_input); `lazy_tf`: `torch._C.DisableTorchFunction` when
+    /// the caller left torch functions on because no mode is on the torch-function stack
+    /// (see [`Walk::lazy_tf`]), `None` when it turned them off.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn api_input_with<'py>(
+        slf: &Bound<'py, Self>,
+        name: &Bound<'py, PyString>,
+        args: &Bound<'py, PyAny>,
+        kwargs: &Bound<'py, PyDict>,
+        recorder: &Bound<'py, PyAny>,
+        stack_group: Option<usize>,
+        lazy_tf: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<bool> {
+        let mut walk = Session::walk(slf, name, recorder, lazy_tf)?;
+        let input_args = walk.list(args, "input")?;
+        let input_kwargs = walk.kwargs(kwargs)?;
+        let body = Map::new()
+            .with("input_args", input_args)
+            .with("input_kwargs", input_kwargs);
+        let name = name.to_cow()?.into_owned();
+        slf.borrow_mut()
+            .commit(name, body, walk.pending, false, stack_group)?;
+        Ok(stack_group.is_some())
+    }
+
+    /// [`api_output`](Session::api_output); `lazy_tf` as for
+    /// [`api_input_with`](Session::api_input_with).
+    pub(crate) fn api_output_with<'py>(
+        slf: &Bound<'py, Self>,
+        name: &Bound<'py, PyString>,
+        out: &Bound<'py, PyAny>,
+        recorder: &Bound<'py, PyAny>,
+        lazy_tf: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<()> {
+        let mut walk = Session::walk(slf, name, recorder, lazy_tf)?;
+        let output = walk.outputs(out)?;
+        let body = Map::new().with("output", output);
+        let name = name.to_cow()?.into_owned();
+        slf.borrow_mut()
+            .commit(name, body, walk.pending, false, None)
+    }
+
+    /// [`lists_entry`](Session::lists_entry); `lazy_tf` as for
+    /// [`api_input_with`](Session::api_input_with).
+    pub(crate) fn lists_entry_with<'py>(
+        slf: &Bound<'py, Self>,
+        name: &Bound<'py, PyString>,
+        lists: Vec<(String, Bound<'py, PyAny>)>,
+        recorder: &Bound<'py, PyAny>,
+        lazy_tf: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<()> {
+        let mut walk = Session::walk(slf, name, recorder, lazy_tf)?;
+        let mut body = Map::with_capacity(lists.len());
+        for (key, seq) in &lists {
+            let path_name = match key.as_str() {
+                "input" => "input",
+                "output" => "output",
+                other => {
+                    return Err(PyValueError::new_err(format!(
+                        "list key must be input or output, not {other:?}"
+                    )));
+                }
+            };
+            let v = walk.list(seq, path_name)?;
+            body.insert(path_name, v);
+        }
+        let name = name.to_cow()?.into_owned();
+        slf.borrow_mut()
+            .commit(name, body, walk.pending, false, None)
     }
 
     /// Takes the statistics thread's finished jobs (after completing `wait_for`, or all with
@@ -704,16 +778,7 @@ impl Session {
         recorder: &Bound<'_, PyAny>,
         stack_group: Option<usize>,
     ) -> PyResult<bool> {
-        let mut walk = Session::walk(slf, name, recorder)?;
-        let input_args = walk.list(args, "input")?;
-        let input_kwargs = walk.kwargs(kwargs)?;
-        let body = Map::new()
-            .with("input_args", input_args)
-            .with("input_kwargs", input_kwargs);
-        let name = name.to_cow()?.into_owned();
-        slf.borrow_mut()
-            .commit(name, body, walk.pending, false, stack_group)?;
-        Ok(stack_group.is_some())
+        Session::api_input_with(slf, name, args, kwargs, recorder, stack_group, None)
     }
 
     /// Entry `name`'s output in one call: `{"output": [...]}` of an API's return value as
@@ -725,12 +790,7 @@ impl Session {
         out: &Bound<'_, PyAny>,
         recorder: &Bound<'_, PyAny>,
     ) -> PyResult<()> {
-        let mut walk = Session::walk(slf, name, recorder)?;
-        let output = walk.outputs(out)?;
-        let body = Map::new().with("output", output);
-        let name = name.to_cow()?.into_owned();
-        slf.borrow_mut()
-            .commit(name, body, walk.pending, false, None)
+        Session::api_output_with(slf, name, out, recorder, None)
     }
 
     /// Entry `name` of lists: `{key: [record of x for x in seq], ...}` for each `(key, seq)`
@@ -743,24 +803,7 @@ impl Session {
         lists: Vec<(String, Bound<'_, PyAny>)>,
         recorder: &Bound<'_, PyAny>,
     ) -> PyResult<()> {
-        let mut walk = Session::walk(slf, name, recorder)?;
-        let mut body = Map::with_capacity(lists.len());
-        for (key, seq) in &lists {
-            let path_name = match key.as_str() {
-                "input" => "input",
-                "output" => "output",
-                other => {
-                    return Err(PyValueError::new_err(format!(
-                        "list key must be input or output, not {other:?}"
-                    )));
-                }
-            };
-            let v = walk.list(seq, path_name)?;
-            body.insert(path_name, v);
-        }
-        let name = name.to_cow()?.into_owned();
-        slf.borrow_mut()
-            .commit(name, body, walk.pending, false, None)
+        Session::lists_entry_with(slf, name, lists, recorder, None)
     }
 
     fn remove(&mut self, name: String) -> PyResult<()> {

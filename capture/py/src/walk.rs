@@ -9,8 +9,11 @@
 //! and hands everything else to the recorder's own `value` / `outputs`, so the records are
 //! those of the Python walk, value for value.
 //!
-//! The caller runs it with torch functions disabled (`torch._C.DisableTorchFunction`): the
-//! tensor attributes read here would otherwise go through the recorder's own mode.
+//! Torch functions are off while it runs (`torch._C.DisableTorchFunction`): the tensor
+//! attributes read here would otherwise go through the recorder's own mode. With no mode on
+//! the torch-function stack the native path leaves them on (the exact tensors read here
+//! dispatch to nothing) and the walk turns them off before it hands a value to the recorder
+//! (`Walk::lazy_tf`): entering and leaving the context costs more than reading a tensor.
 
 use std::sync::Arc;
 
@@ -23,6 +26,31 @@ use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple, PyT
 use stats_gpu::summary::{Options, SummaryMode};
 
 use crate::{TensorRec, borrow, record_in_place, sample_hash, to_value};
+
+/// `torch._C.DisableTorchFunction` entered for a scope, left at its end.
+pub(crate) struct NoTorchFunction<'py>(Bound<'py, PyAny>);
+
+impl<'py> NoTorchFunction<'py> {
+    pub(crate) fn enter(ty: &Bound<'py, PyAny>) -> PyResult<NoTorchFunction<'py>> {
+        let ctx = ty.call0()?;
+        ctx.call_method0(intern!(ty.py(), "__enter__"))?;
+        Ok(NoTorchFunction(ctx))
+    }
+}
+
+impl Drop for NoTorchFunction<'_> {
+    fn drop(&mut self) {
+        let py = self.0.py();
+        let none = py.None();
+        if let Err(e) = self
+            .0
+            .call_method1(intern!(py, "__exit__"), (&none, &none, &none))
+        {
+            // Leaving the context cannot fail in torch; should it, say so rather than lose it.
+            e.write_unraisable(py, Some(&self.0));
+        }
+    }
+}
 
 /// Nesting msprobe's records go no deeper than (the Python walk's limit too), nor the search
 /// for an output's first tensor (`api_call.rs`).
@@ -67,6 +95,12 @@ pub(crate) struct Walk<'py> {
     pub(crate) entry: Bound<'py, PyString>,
     /// Pending ids of placeholder records the recorder returned (see `to_value`).
     pub(crate) pending: Vec<u64>,
+    /// `torch._C.DisableTorchFunction` when the caller left torch functions on (no mode on
+    /// the torch-function stack: the exact tensors read here dispatch to none); entered
+    /// before the first value is handed to the recorder, whose values may be tensor
+    /// subclasses with a `__torch_function__` of their own, and left with the walk.
+    pub(crate) lazy_tf: Option<Bound<'py, PyAny>>,
+    pub(crate) tf: Option<NoTorchFunction<'py>>,
 }
 
 /// A step of the path from the entry to a value (the tensor file name of the recorder's path).
@@ -116,6 +150,16 @@ fn is_dense(shape: &[usize], strides: &[usize]) -> bool {
 }
 
 impl<'py> Walk<'py> {
+    /// Torch functions off from here to the end of the walk (see `lazy_tf`).
+    fn torch_functions_off(&mut self) -> PyResult<()> {
+        if self.tf.is_none()
+            && let Some(ty) = &self.lazy_tf
+        {
+            self.tf = Some(NoTorchFunction::enter(ty)?);
+        }
+        Ok(())
+    }
+
     /// The recorder's record of `v` (its `value` method).
     fn fallback(
         &mut self,
@@ -133,6 +177,7 @@ impl<'py> Walk<'py> {
             })
         });
         let path = PyTuple::new(py, steps.collect::<PyResult<Vec<_>>>()?)?;
+        self.torch_functions_off()?;
         let rec = self
             .recorder
             .call_method1(intern!(py, "value"), (v, &self.entry, path, kwname, depth))?;
@@ -422,6 +467,7 @@ impl<'py> Walk<'py> {
             return self.list(out, "output");
         }
         if out.is_instance_of::<PyTuple>() {
+            self.torch_functions_off()?;
             let rec = self
                 .recorder
                 .call_method1(intern!(py, "outputs"), (out, &self.entry))?;

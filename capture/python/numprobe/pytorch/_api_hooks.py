@@ -246,7 +246,7 @@ class ApiHooks:
                 or not {"forward", "backward", "input", "output"} <= set(cfg.modes)):
             return None
         torch_c = (_NO_TORCH_FUNCTION, _MODE_STACK_LEN, _MODE_AT, _MODE_POP, _MODE_PUSH,
-                   torch.is_grad_enabled)
+                   torch.is_grad_enabled, torch.nn.Parameter)
         return ApiCalls(self, self.counters, bool(cfg.extra_info), cfg.risk_level, CORE,
                         LOW_RISK, self.device_stats_bound, torch.Tensor, torch_c)
 
