@@ -29,8 +29,9 @@ pub(crate) struct Spare {
 /// the maps are shared with its parent: it must not write into them).
 static READY: Mutex<(u32, Vec<Spare>)> = Mutex::new((0, Vec::new()));
 
-/// Prepared at most: a process records one rank, whose steps take one journal each.
-const MAX_READY: usize = 1;
+/// Prepared at most: a process records one rank, whose steps take one journal each. Two, so
+/// that a step starting while the worker still syncs the last one's files finds one.
+const MAX_READY: usize = 2;
 
 /// The most a prepared file reserves (a step's journal that grew larger grows as before).
 const MAX_PREPARED: usize = 64 << 20;
@@ -56,7 +57,7 @@ pub(crate) fn prepare(
     want: usize,
     reserve: impl FnOnce(&File, usize) -> Option<memmap2::MmapMut>,
 ) {
-    if !ready().1.is_empty() {
+    if ready().1.len() >= MAX_READY {
         return;
     }
     let Some(file) = unnamed(dir) else { return };
@@ -96,18 +97,22 @@ fn populate(map: &memmap2::MmapMut) {
 }
 
 /// A prepared file linked under `path`; `None` when none is ready or it cannot be linked
-/// there (the name is taken, another filesystem: it stays ready, the caller creates the
-/// journal by name).
+/// there (the caller creates the journal by name). A file whose link found the name taken
+/// stays ready; one that cannot be linked there (another filesystem) is given up, so that it
+/// holds no space where the dump no longer is.
 pub(crate) fn take(path: &Path) -> Option<Spare> {
     let spare = ready().1.pop()?;
-    if link(&spare.file, path).is_err() {
-        let mut g = ready();
-        if g.1.len() < MAX_READY {
-            g.1.push(spare);
+    match link(&spare.file, path) {
+        Ok(()) => Some(spare),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+            let mut g = ready();
+            if g.1.len() < MAX_READY {
+                g.1.push(spare);
+            }
+            None
         }
-        return None;
+        Err(_) => None,
     }
-    Some(spare)
 }
 
 /// An empty file without a name in `dir`, or `None` where the filesystem has none.
