@@ -15,6 +15,7 @@ use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyFrozenSet, PyList, PyString, PyTuple, PyType};
 
+use crate::stage_timers::{Lap, Stage};
 use crate::walk::{MAX_DEPTH, NoTorchFunction};
 use crate::{Session, stack_key};
 
@@ -204,6 +205,7 @@ impl ApiCalls {
         args: &Bound<'py, PyTuple>,
         kwargs: &Bound<'py, PyDict>,
     ) -> PyResult<Bound<'py, PyAny>> {
+        let mut lap = Lap::start();
         let rec = self.recorder.bind(py);
         let key = format!("{}.{}", prefix.to_cow()?, name.to_cow()?);
         let key_obj = PyString::new(py, &key);
@@ -248,6 +250,7 @@ impl ApiCalls {
                     site = Some((frame, skey));
                 }
             }
+            lap.lap(Stage::Head);
             {
                 let tf = TorchFunctions::for_walk(
                     self.mode_len.bind(py),
@@ -256,6 +259,7 @@ impl ApiCalls {
                 let lazy = tf.lazy();
                 Session::api_input_with(session, &entry, args.as_any(), kwargs, rec, group, lazy)?;
             }
+            lap = Lap::start();
             entry_done(py, rec, self.device_stats_bound)?;
             if let (Some((frame, skey)), None) = (site, group) {
                 // The first call from this site in this session: its frames (formatted once
@@ -266,10 +270,13 @@ impl ApiCalls {
                 rec.call_method1(intern!(py, "_record_stack"), (&entry, skey, frames))?;
             }
         }
+        lap.lap(Stage::StackRecord);
         let out = self.run(py, rec, orig, args, kwargs)?;
+        lap.lap(Stage::Run);
         let _busy = Busy::set();
         let tf = TorchFunctions::for_walk(self.mode_len.bind(py), self.no_torch_function.bind(py))?;
         Session::api_output_with(session, &entry, &out, rec, tf.lazy())?;
+        let mut lap = Lap::start();
         entry_done(py, rec, self.device_stats_bound)?;
         if self.grad_enabled.bind(py).call0()?.is_truthy()? {
             let first = first_tensor(&out, self.tensor.bind(py), 0)?;
@@ -280,6 +287,7 @@ impl ApiCalls {
             )?;
             self.hook_backward(py, &key, n, prefix, name, &out, args, kwargs)?;
         }
+        lap.lap(Stage::HookRegister);
         Ok(out)
     }
 }
@@ -455,6 +463,7 @@ impl BackwardHook {
         grad_inputs: Bound<'_, PyAny>,
         grad_outputs: Bound<'_, PyAny>,
     ) -> PyResult<()> {
+        let mut lap = Lap::start();
         let rec = self.recorder.bind(py);
         if !rec.getattr(intern!(py, "enabled"))?.is_truthy()? {
             return Ok(());
@@ -471,7 +480,9 @@ impl BackwardHook {
             ("output".to_owned(), grad_inputs),
         ];
         Session::lists_entry_with(session, self.entry.bind(py), lists, rec, tf.lazy())?;
-        entry_done(py, rec, self.device_stats_bound)
+        entry_done(py, rec, self.device_stats_bound)?;
+        lap.lap(Stage::BackwardHook);
+        Ok(())
     }
 }
 

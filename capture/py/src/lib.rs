@@ -7,6 +7,7 @@ mod accuracy;
 mod api_call;
 mod cluster;
 mod ptread;
+mod stage_timers;
 mod walk;
 
 use std::collections::{HashMap, HashSet};
@@ -22,6 +23,7 @@ use dumpfmt::json::{Map, Value};
 use pyo3::exceptions::{PyOSError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple, PyType};
+use stage_timers::{Lap, Stage};
 use stats_gpu::summary::{Flavour, Options, Precision, SummaryMode};
 use walk::{Walk, Walker};
 
@@ -336,15 +338,18 @@ impl Session {
         stack_group: Option<usize>,
         lazy_tf: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<bool> {
+        let mut lap = Lap::start();
         let mut walk = Session::walk(slf, name, recorder, lazy_tf)?;
         let input_args = walk.list(args, "input")?;
         let input_kwargs = walk.kwargs(kwargs)?;
+        lap.lap(Stage::InputWalk);
         let body = Map::new()
             .with("input_args", input_args)
             .with("input_kwargs", input_kwargs);
         let name = name.to_cow()?.into_owned();
         slf.borrow_mut()
             .commit(name, body, walk.pending, false, stack_group)?;
+        lap.lap(Stage::InputCommit);
         Ok(stack_group.is_some())
     }
 
@@ -357,12 +362,16 @@ impl Session {
         recorder: &Bound<'py, PyAny>,
         lazy_tf: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<()> {
+        let mut lap = Lap::start();
         let mut walk = Session::walk(slf, name, recorder, lazy_tf)?;
         let output = walk.outputs(out)?;
+        lap.lap(Stage::OutputWalk);
         let body = Map::new().with("output", output);
         let name = name.to_cow()?.into_owned();
         slf.borrow_mut()
-            .commit(name, body, walk.pending, false, None)
+            .commit(name, body, walk.pending, false, None)?;
+        lap.lap(Stage::OutputCommit);
+        Ok(())
     }
 
     /// [`lists_entry`](Session::lists_entry); `lazy_tf` as for
@@ -1119,6 +1128,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<StackFrames>()?;
     m.add_class::<api_call::ApiCalls>()?;
     m.add_function(wrap_pyfunction!(api_call::busy, m)?)?;
+    m.add_function(wrap_pyfunction!(stage_timers::stage_times, m)?)?;
     m.add_function(wrap_pyfunction!(api_call::set_busy, m)?)?;
     m.add_function(wrap_pyfunction!(api_call::backward_node, m)?)?;
     m.add_function(wrap_pyfunction!(walk::dense, m)?)?;

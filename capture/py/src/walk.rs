@@ -25,6 +25,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple, PyType};
 use stats_gpu::summary::{Options, SummaryMode};
 
+use crate::stage_timers::{Lap, Stage};
 use crate::{TensorRec, borrow, record_in_place, sample_hash, to_value};
 
 /// `torch._C.DisableTorchFunction` entered for a scope, left at its end.
@@ -342,6 +343,7 @@ impl<'py> Walk<'py> {
         shape: &[usize],
         requires_grad: bool,
     ) -> PyResult<Value> {
+        let mut lap = Lap::start();
         let info = TensorInfo {
             type_name: type_name(self.opts.flavour),
             dtype: dname,
@@ -352,7 +354,9 @@ impl<'py> Walk<'py> {
             torch_threads: self.torch_threads,
             torch_mean_norm: None,
         };
-        record_in_place(py, &info, &self.opts, bytes.len())
+        let rec = record_in_place(py, &info, &self.opts, bytes.len());
+        lap.lap(Stage::Statistics);
+        rec
     }
 
     /// The record of a large contiguous tensor, reused while its memory is unchanged (the
