@@ -2,11 +2,11 @@
 //!
 //! A fresh journal per step cost the recording thread a file creation, a block reservation, a
 //! new memory map and a page fault per 4 KiB it writes (each fault reserving blocks and
-//! zeroing a page of the page cache): about 0.6 µs per recorded API on the development
-//! machine (benches/RESULTS.md). So the durability worker, once a step's files are durable,
-//! prepares the next journal: a file without a name (`O_TMPFILE`) in the same filesystem,
-//! locked, its blocks reserved, mapped and its pages faulted in. The next journal of the
-//! process takes it and gives it its name with one `linkat`.
+//! zeroing a page of the page cache): 4% of the samples of a loop of small recorded ops on the
+//! development machine (benches/RESULTS.md). So the durability worker, once a step's files are
+//! durable, prepares the next journal: a file without a name (`O_TMPFILE`) in the same
+//! filesystem, locked, its blocks reserved, mapped and its pages faulted in. The next journal
+//! of the process takes it and gives it its name with one `linkat`.
 //!
 //! A prepared file is all zeros, so it reads like a fresh one once written (its frames, then
 //! zeros, which readers take as the end), and a process killed while one waits leaves nothing
