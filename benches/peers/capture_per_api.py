@@ -40,10 +40,12 @@ HF = os.path.join(HERE, "..", "..", "capture", "python_tests")
 VARIANTS = ("bare", "dispatch", "no_stack", "full", "msprobe")
 
 
-def child(variant, workload, steps, dump, threads):
+def build_step(workload, threads):
+    """The step function of `workload` (see the module docs), torch at `threads` threads (0:
+    torch's default, one per core). capture_stages.py runs the same workloads."""
     import torch
 
-    if threads > 0:  # 0: torch's default (one per core)
+    if threads > 0:
         torch.set_num_threads(threads)
     if workload == "ops":
         xs = [torch.randn(16) for _ in range(4)]
@@ -55,19 +57,24 @@ def child(variant, workload, steps, dump, threads):
                 x = torch.mul(x, 0.5)
                 x = x.sin()
                 x = torch.sub(x, xs[2])
-    else:
-        sys.path.insert(0, HF)
-        import hf_models
+        return step
+    sys.path.insert(0, HF)
+    import hf_models
 
-        # NAME or NAME:HIDDEN:LAYERS:SEQ:BATCH (the models at other shapes).
-        name, *shape = workload.split(":")
-        model, batch = hf_models.build(name, *(int(x) for x in shape))
-        opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    # NAME or NAME:HIDDEN:LAYERS:SEQ:BATCH (the models at other shapes).
+    name, *shape = workload.split(":")
+    model, batch = hf_models.build(name, *(int(x) for x in shape))
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
 
-        def step():
-            model(**batch).loss.backward()
-            opt.step()
-            opt.zero_grad()
+    def step():
+        model(**batch).loss.backward()
+        opt.step()
+        opt.zero_grad()
+    return step
+
+
+def child(variant, workload, steps, dump, threads):
+    step = build_step(workload, threads)
     dbg = None
     if variant != "bare":
         cfg = {"task": "statistics", "dump_path": dump, "level": "L1", "rank": [], "step": [],

@@ -24,7 +24,8 @@ import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "..", "capture", "python_tests"))
+sys.path.insert(0, HERE)
+from capture_per_api import build_step  # noqa: E402  (the same workloads)
 
 LABELS = {
     "head": "counter, entry name, call-site key",
@@ -40,37 +41,8 @@ LABELS = {
 }
 
 
-def workload(name, threads):
-    import torch
-
-    if threads > 0:
-        torch.set_num_threads(threads)
-    if name == "ops":
-        xs = [torch.randn(16) for _ in range(4)]
-
-        def step():
-            x = xs[0]
-            for _ in range(50):
-                x = torch.add(x, xs[1])
-                x = torch.mul(x, 0.5)
-                x = x.sin()
-                x = torch.sub(x, xs[2])
-        return step
-    import hf_models
-
-    model_name, *shape = name.split(":")
-    model, batch = hf_models.build(model_name, *(int(x) for x in shape))
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
-
-    def step():
-        model(**batch).loss.backward()
-        opt.step()
-        opt.zero_grad()
-    return step
-
-
 def bare(args):
-    step = workload(args.workload, args.threads)
+    step = build_step(args.workload, args.threads)
     for _ in range(10):
         step()
     t0 = time.perf_counter()
@@ -80,7 +52,7 @@ def bare(args):
 
 
 def recorded(args):
-    step = workload(args.workload, args.threads)
+    step = build_step(args.workload, args.threads)
     from numprobe import _native
     from numprobe.pytorch import PrecisionDebugger
 

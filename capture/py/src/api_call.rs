@@ -102,6 +102,7 @@ pub(crate) struct ApiCalls {
 /// turned off by the walk before it hands a value to the recorder (`Walk::lazy_tf`), which
 /// saves entering and leaving `DisableTorchFunction` twice per recorded call.
 enum TorchFunctions<'py> {
+    /// Held for its `Drop`, which turns them back on.
     Off(#[allow(dead_code)] NoTorchFunction<'py>),
     Lazy(Bound<'py, PyAny>),
 }
@@ -257,7 +258,7 @@ impl ApiCalls {
                     self.no_torch_function.bind(py),
                 )?;
                 let lazy = tf.lazy();
-                Session::api_input_with(session, &entry, args.as_any(), kwargs, rec, group, lazy)?;
+                Session::api_input(session, &entry, args.as_any(), kwargs, rec, group, lazy)?;
             }
             lap = Lap::start();
             entry_done(py, rec, self.device_stats_bound)?;
@@ -275,7 +276,7 @@ impl ApiCalls {
         lap.lap(Stage::Run);
         let _busy = Busy::set();
         let tf = TorchFunctions::for_walk(self.mode_len.bind(py), self.no_torch_function.bind(py))?;
-        Session::api_output_with(session, &entry, &out, rec, tf.lazy())?;
+        Session::api_output(session, &entry, &out, rec, tf.lazy())?;
         let mut lap = Lap::start();
         entry_done(py, rec, self.device_stats_bound)?;
         if self.grad_enabled.bind(py).call0()?.is_truthy()? {
@@ -479,7 +480,7 @@ impl BackwardHook {
             ("input".to_owned(), grad_outputs),
             ("output".to_owned(), grad_inputs),
         ];
-        Session::lists_entry_with(session, self.entry.bind(py), lists, rec, tf.lazy())?;
+        Session::lists_entry(session, self.entry.bind(py), lists, rec, tf.lazy())?;
         entry_done(py, rec, self.device_stats_bound)?;
         lap.lap(Stage::BackwardHook);
         Ok(())

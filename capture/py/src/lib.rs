@@ -325,84 +325,6 @@ impl Session {
         })
     }
 
-    /// [`api_input`](Session::api_input); `lazy_tf`: `torch._C.DisableTorchFunction` when
-    /// the caller left torch functions on because no mode is on the torch-function stack
-    /// (see [`Walk::lazy_tf`]), `None` when it turned them off.
-    #[allow(clippy::too_many_arguments)]
-    pub(crate) fn api_input_with<'py>(
-        slf: &Bound<'py, Self>,
-        name: &Bound<'py, PyString>,
-        args: &Bound<'py, PyAny>,
-        kwargs: &Bound<'py, PyDict>,
-        recorder: &Bound<'py, PyAny>,
-        stack_group: Option<usize>,
-        lazy_tf: Option<&Bound<'py, PyAny>>,
-    ) -> PyResult<bool> {
-        let mut lap = Lap::start();
-        let mut walk = Session::walk(slf, name, recorder, lazy_tf)?;
-        let input_args = walk.list(args, "input")?;
-        let input_kwargs = walk.kwargs(kwargs)?;
-        lap.lap(Stage::InputWalk);
-        let body = Map::new()
-            .with("input_args", input_args)
-            .with("input_kwargs", input_kwargs);
-        let name = name.to_cow()?.into_owned();
-        slf.borrow_mut()
-            .commit(name, body, walk.pending, false, stack_group)?;
-        lap.lap(Stage::InputCommit);
-        Ok(stack_group.is_some())
-    }
-
-    /// [`api_output`](Session::api_output); `lazy_tf` as for
-    /// [`api_input_with`](Session::api_input_with).
-    pub(crate) fn api_output_with<'py>(
-        slf: &Bound<'py, Self>,
-        name: &Bound<'py, PyString>,
-        out: &Bound<'py, PyAny>,
-        recorder: &Bound<'py, PyAny>,
-        lazy_tf: Option<&Bound<'py, PyAny>>,
-    ) -> PyResult<()> {
-        let mut lap = Lap::start();
-        let mut walk = Session::walk(slf, name, recorder, lazy_tf)?;
-        let output = walk.outputs(out)?;
-        lap.lap(Stage::OutputWalk);
-        let body = Map::new().with("output", output);
-        let name = name.to_cow()?.into_owned();
-        slf.borrow_mut()
-            .commit(name, body, walk.pending, false, None)?;
-        lap.lap(Stage::OutputCommit);
-        Ok(())
-    }
-
-    /// [`lists_entry`](Session::lists_entry); `lazy_tf` as for
-    /// [`api_input_with`](Session::api_input_with).
-    pub(crate) fn lists_entry_with<'py>(
-        slf: &Bound<'py, Self>,
-        name: &Bound<'py, PyString>,
-        lists: Vec<(String, Bound<'py, PyAny>)>,
-        recorder: &Bound<'py, PyAny>,
-        lazy_tf: Option<&Bound<'py, PyAny>>,
-    ) -> PyResult<()> {
-        let mut walk = Session::walk(slf, name, recorder, lazy_tf)?;
-        let mut body = Map::with_capacity(lists.len());
-        for (key, seq) in &lists {
-            let path_name = match key.as_str() {
-                "input" => "input",
-                "output" => "output",
-                other => {
-                    return Err(PyValueError::new_err(format!(
-                        "list key must be input or output, not {other:?}"
-                    )));
-                }
-            };
-            let v = walk.list(seq, path_name)?;
-            body.insert(path_name, v);
-        }
-        let name = name.to_cow()?.into_owned();
-        slf.borrow_mut()
-            .commit(name, body, walk.pending, false, None)
-    }
-
     /// Takes the statistics thread's finished jobs (after completing `wait_for`, or all with
     /// `all`), journals the fills of those whose entry is journaled, and releases their memory.
     fn collect(
@@ -776,43 +698,89 @@ impl Session {
 
     /// Entry `name`'s inputs in one call: `{"input_args": [...], "input_kwargs": {...}}` of
     /// `args` and `kwargs`, each value recorded as `recorder.value` would (which records the
-    /// values this walk leaves to it). Call with torch functions disabled. `stack_group` as
-    /// for `entry`; returns whether the stack reference was recorded.
-    #[pyo3(signature = (name, args, kwargs, recorder, stack_group=None))]
-    fn api_input(
-        slf: &Bound<'_, Self>,
-        name: &Bound<'_, PyString>,
-        args: &Bound<'_, PyAny>,
-        kwargs: &Bound<'_, PyDict>,
-        recorder: &Bound<'_, PyAny>,
+    /// values this walk leaves to it). `stack_group` as for `entry`; returns whether the stack
+    /// reference was recorded. Call with torch functions disabled, or give `lazy_tf`
+    /// (`torch._C.DisableTorchFunction`) when no mode is on the torch-function stack: the walk
+    /// turns them off before it hands a value to the recorder (see [`Walk::lazy_tf`]).
+    #[pyo3(signature = (name, args, kwargs, recorder, stack_group=None, lazy_tf=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn api_input<'py>(
+        slf: &Bound<'py, Self>,
+        name: &Bound<'py, PyString>,
+        args: &Bound<'py, PyAny>,
+        kwargs: &Bound<'py, PyDict>,
+        recorder: &Bound<'py, PyAny>,
         stack_group: Option<usize>,
+        lazy_tf: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<bool> {
-        Session::api_input_with(slf, name, args, kwargs, recorder, stack_group, None)
+        let mut lap = Lap::start();
+        let mut walk = Session::walk(slf, name, recorder, lazy_tf)?;
+        let input_args = walk.list(args, "input")?;
+        let input_kwargs = walk.kwargs(kwargs)?;
+        lap.lap(Stage::InputWalk);
+        let body = Map::new()
+            .with("input_args", input_args)
+            .with("input_kwargs", input_kwargs);
+        let name = name.to_cow()?.into_owned();
+        slf.borrow_mut()
+            .commit(name, body, walk.pending, false, stack_group)?;
+        lap.lap(Stage::InputCommit);
+        Ok(stack_group.is_some())
     }
 
     /// Entry `name`'s output in one call: `{"output": [...]}` of an API's return value as
     /// msprobe lists it (a plain tuple's members, anything else as one member; other tuples
-    /// as `recorder.outputs` makes them). Call with torch functions disabled.
-    fn api_output(
-        slf: &Bound<'_, Self>,
-        name: &Bound<'_, PyString>,
-        out: &Bound<'_, PyAny>,
-        recorder: &Bound<'_, PyAny>,
+    /// as `recorder.outputs` makes them). Torch functions and `lazy_tf` as for `api_input`.
+    #[pyo3(signature = (name, out, recorder, lazy_tf=None))]
+    fn api_output<'py>(
+        slf: &Bound<'py, Self>,
+        name: &Bound<'py, PyString>,
+        out: &Bound<'py, PyAny>,
+        recorder: &Bound<'py, PyAny>,
+        lazy_tf: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<()> {
-        Session::api_output_with(slf, name, out, recorder, None)
+        let mut lap = Lap::start();
+        let mut walk = Session::walk(slf, name, recorder, lazy_tf)?;
+        let output = walk.outputs(out)?;
+        lap.lap(Stage::OutputWalk);
+        let body = Map::new().with("output", output);
+        let name = name.to_cow()?.into_owned();
+        slf.borrow_mut()
+            .commit(name, body, walk.pending, false, None)?;
+        lap.lap(Stage::OutputCommit);
+        Ok(())
     }
 
     /// Entry `name` of lists: `{key: [record of x for x in seq], ...}` for each `(key, seq)`
     /// of `lists` (`key` one of `input`, `output`: a backward's gradients, a collective's
-    /// arguments after the call), members recorded as `recorder.value` would. Call with
-    /// torch functions disabled.
-    fn lists_entry(
-        slf: &Bound<'_, Self>,
-        name: &Bound<'_, PyString>,
-        lists: Vec<(String, Bound<'_, PyAny>)>,
-        recorder: &Bound<'_, PyAny>,
+    /// arguments after the call), members recorded as `recorder.value` would. Torch functions
+    /// and `lazy_tf` as for `api_input`.
+    #[pyo3(signature = (name, lists, recorder, lazy_tf=None))]
+    fn lists_entry<'py>(
+        slf: &Bound<'py, Self>,
+        name: &Bound<'py, PyString>,
+        lists: Vec<(String, Bound<'py, PyAny>)>,
+        recorder: &Bound<'py, PyAny>,
+        lazy_tf: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<()> {
-        Session::lists_entry_with(slf, name, lists, recorder, None)
+        let mut walk = Session::walk(slf, name, recorder, lazy_tf)?;
+        let mut body = Map::with_capacity(lists.len());
+        for (key, seq) in &lists {
+            let path_name = match key.as_str() {
+                "input" => "input",
+                "output" => "output",
+                other => {
+                    return Err(PyValueError::new_err(format!(
+                        "list key must be input or output, not {other:?}"
+                    )));
+                }
+            };
+            let v = walk.list(seq, path_name)?;
+            body.insert(path_name, v);
+        }
+        let name = name.to_cow()?.into_owned();
+        slf.borrow_mut()
+            .commit(name, body, walk.pending, false, None)
     }
 
     fn remove(&mut self, name: String) -> PyResult<()> {
