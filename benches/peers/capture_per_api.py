@@ -73,22 +73,31 @@ def build_step(workload, threads):
     return step
 
 
+def recording_debugger(dump, extra_info=True, select=(), peer="numprobe"):
+    """A PrecisionDebugger (numprobe's, or msprobe's with `peer`) recording statistics L1 into
+    `dump`, its config.json written beside it; `select`: the `list` filter. The other bench
+    scripts of this directory record with it too."""
+    cfg = {"task": "statistics", "dump_path": dump, "level": "L1", "rank": [], "step": [],
+           "async_dump": False, "extra_info": extra_info,
+           "statistics": {"scope": [], "list": list(select), "data_mode": ["all"],
+                          "summary_mode": "statistics"}}
+    path = dump + ".json"
+    with open(path, "w") as f:
+        json.dump(cfg, f)
+    if peer == "msprobe":
+        from msprobe.pytorch import PrecisionDebugger
+    else:
+        from numprobe.pytorch import PrecisionDebugger
+    return PrecisionDebugger(config_path=path)
+
+
 def child(variant, workload, steps, dump, threads):
     step = build_step(workload, threads)
     dbg = None
     if variant != "bare":
-        cfg = {"task": "statistics", "dump_path": dump, "level": "L1", "rank": [], "step": [],
-               "async_dump": False, "extra_info": variant != "no_stack",
-               "statistics": {"scope": [], "list": ["__none__"] if variant == "dispatch" else [],
-                              "data_mode": ["all"], "summary_mode": "statistics"}}
-        path = dump + ".json"
-        with open(path, "w") as f:
-            json.dump(cfg, f)
-        if variant == "msprobe":
-            from msprobe.pytorch import PrecisionDebugger
-        else:
-            from numprobe.pytorch import PrecisionDebugger
-        dbg = PrecisionDebugger(config_path=path)
+        dbg = recording_debugger(dump, extra_info=variant != "no_stack",
+                                 select=["__none__"] if variant == "dispatch" else [],
+                                 peer="msprobe" if variant == "msprobe" else "numprobe")
     cpu, wall = time.process_time, time.perf_counter
     rows = []
     for _ in range(steps):

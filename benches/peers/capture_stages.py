@@ -25,7 +25,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from capture_per_api import build_step  # noqa: E402  (the same workloads)
+from capture_per_api import build_step, recording_debugger  # noqa: E402  (the same workloads)
 
 LABELS = {
     "head": "counter, entry name, call-site key",
@@ -54,16 +54,8 @@ def bare(args):
 def recorded(args):
     step = build_step(args.workload, args.threads)
     from numprobe import _native
-    from numprobe.pytorch import PrecisionDebugger
 
-    dump = tempfile.mkdtemp()
-    cfg = {"task": "statistics", "dump_path": dump, "level": "L1", "rank": [], "step": [],
-           "async_dump": False, "extra_info": True,
-           "statistics": {"scope": [], "list": [], "data_mode": ["all"],
-                          "summary_mode": "statistics"}}
-    with open(dump + ".json", "w") as f:
-        json.dump(cfg, f)
-    dbg = PrecisionDebugger(config_path=dump + ".json")
+    dbg = recording_debugger(tempfile.mkdtemp())
     for _ in range(10):
         dbg.start()
         step()

@@ -6,6 +6,7 @@
 mod accuracy;
 mod api_call;
 mod cluster;
+mod dlpack;
 mod ptread;
 mod stage_timers;
 mod walk;
@@ -663,24 +664,39 @@ impl Session {
     /// Mean/Norm (its own path takes those tensors), `torch.UntypedStorage`, whether tensors
     /// may be recorded natively (not when the task saves tensor files), msprobe's low
     /// precision, and the size from which float tensors go to the statistics thread (None
-    /// when it is off; its jobs stay with the recorder).
+    /// when it is off; its jobs stay with the recorder), `torch._C._to_dlpack` (a tensor's
+    /// device, shape, strides and data address in one call; None: read as attributes) with
+    /// the DLPack element types whose dtype it knows ([`dlpack_dtypes`]; the others have
+    /// their dtype read as an attribute).
     #[allow(clippy::too_many_arguments)]
     #[pyo3(signature = (tensor, parameter, strided, float32, dtypes, cache_min_bytes,
-        torch_order_below_bytes, storage, tensors, torch_order, async_min_bytes=None))]
+        torch_order_below_bytes, storage, tensors, torch_order, async_min_bytes=None,
+        to_dlpack=None, dlpack_dtypes=Vec::new()))]
     fn set_walker(
         &mut self,
         tensor: Py<PyType>,
         parameter: Py<PyType>,
         strided: Py<PyAny>,
         float32: Py<PyAny>,
-        dtypes: Vec<(Py<PyAny>, String)>,
+        dtypes: Vec<(Bound<'_, PyAny>, String)>,
         cache_min_bytes: usize,
         torch_order_below_bytes: usize,
         storage: Py<PyAny>,
         tensors: bool,
         torch_order: bool,
         async_min_bytes: Option<usize>,
-    ) {
+        to_dlpack: Option<Py<PyAny>>,
+        dlpack_dtypes: Vec<(dlpack::DlType, usize)>,
+    ) -> PyResult<()> {
+        if dlpack_dtypes.iter().any(|&(_, i)| i >= dtypes.len()) {
+            return Err(PyValueError::new_err(
+                "dlpack_dtypes names a dtype not in dtypes",
+            ));
+        }
+        let dtypes = dtypes
+            .into_iter()
+            .map(|(d, name)| walk::Dtype::new(d, name))
+            .collect::<PyResult<_>>()?;
         self.walker = Some(Arc::new(Walker {
             tensor,
             parameter,
@@ -690,10 +706,13 @@ impl Session {
             cache_min_bytes,
             torch_order_below_bytes,
             storage,
+            to_dlpack,
+            dlpack_dtypes,
             fast: tensors,
             torch_order,
             async_min_bytes,
         }));
+        Ok(())
     }
 
     /// Entry `name`'s inputs in one call: `{"input_args": [...], "input_kwargs": {...}}` of
@@ -859,6 +878,20 @@ impl Session {
         }
         waited.map_err(os_err)
     }
+}
+
+/// Which of `dtypes` each DLPack element type `(code, bits, lanes)` stands for, as
+/// `(type, index in dtypes)`: learnt from torch's own exports of a one-element tensor of each
+/// dtype made with `empty` (`torch.empty`); a type two dtypes share is left out. Once per
+/// process (`walker_types`), for `Session.set_walker`.
+#[pyfunction]
+fn dlpack_dtypes(
+    to_dlpack: &Bound<'_, PyAny>,
+    empty: &Bound<'_, PyAny>,
+    dtypes: Vec<Bound<'_, PyAny>>,
+) -> Vec<(dlpack::DlType, usize)> {
+    let objs: Vec<&Bound<'_, PyAny>> = dtypes.iter().collect();
+    dlpack::dtype_table(to_dlpack, empty, &objs)
 }
 
 /// Waits until the JSON files of every settled step are durable and their journals removed
@@ -1102,6 +1135,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(walk::dense, m)?)?;
     m.add_function(wrap_pyfunction!(recover, m)?)?;
     m.add_function(wrap_pyfunction!(wait_durable, m)?)?;
+    m.add_function(wrap_pyfunction!(dlpack_dtypes, m)?)?;
     m.add_function(wrap_pyfunction!(fingerprint, m)?)?;
     m.add_function(wrap_pyfunction!(stack_key, m)?)?;
     m.add_function(wrap_pyfunction!(torch_order_mean_norm, m)?)?;

@@ -7,7 +7,9 @@
 //! ints, floats, strings, plain lists and tuples, contiguous CPU tensors (large ones through
 //! the recorder's record cache, `stats_cache`), and float32 transposes under torch's order)
 //! and hands everything else to the recorder's own `value` / `outputs`, so the records are
-//! those of the Python walk, value for value.
+//! those of the Python walk, value for value. A tensor's device, shape, strides and data
+//! address come from torch's DLPack export in one call (`dlpack.rs`), the rest (dtype,
+//! negative and conjugate bits, requires_grad) from its attributes.
 //!
 //! Torch functions are off while it runs (`torch._C.DisableTorchFunction`): the tensor
 //! attributes read here would otherwise go through the recorder's own mode. With no mode on
@@ -25,6 +27,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple, PyType};
 use stats_gpu::summary::{Options, SummaryMode};
 
+use crate::dlpack::{self, Placement};
 use crate::stage_timers::{Lap, Stage};
 use crate::{TensorRec, borrow, record_in_place, sample_hash, to_value};
 
@@ -65,8 +68,8 @@ pub(crate) struct Walker {
     pub(crate) parameter: Py<PyType>,
     pub(crate) strided: Py<PyAny>,
     pub(crate) float32: Py<PyAny>,
-    /// torch's dtype objects (singletons) and their names as `str(dtype)` gives them.
-    pub(crate) dtypes: Vec<(Py<PyAny>, String)>,
+    /// torch's dtype objects (singletons), each with its name and element size.
+    pub(crate) dtypes: Vec<Dtype>,
     /// Tensors at least this large go to the recorder's own path, which caches their records
     /// (`_CACHE_MIN_BYTES` in `_values.py`).
     pub(crate) cache_min_bytes: usize,
@@ -75,6 +78,12 @@ pub(crate) struct Walker {
     pub(crate) torch_order_below_bytes: usize,
     /// `torch.UntypedStorage` (whose weak references the record cache holds).
     pub(crate) storage: Py<PyAny>,
+    /// `torch._C._to_dlpack`, which gives a tensor's place in memory in one call
+    /// ([`dlpack`]); without it (another torch) the walk reads the attributes.
+    pub(crate) to_dlpack: Option<Py<PyAny>>,
+    /// DLPack element types and the index in `dtypes` of the one torch dtype each stands for
+    /// ([`dlpack::dtype_table`]).
+    pub(crate) dlpack_dtypes: Vec<(dlpack::DlType, usize)>,
     /// Whether tensors may be recorded here: not when the task saves tensor files (their
     /// names and writes belong to the recorder).
     pub(crate) fast: bool,
@@ -83,6 +92,28 @@ pub(crate) struct Walker {
     /// Float tensors from this size go to the statistics thread (the recorder's path); None
     /// when it is off.
     pub(crate) async_min_bytes: Option<usize>,
+}
+
+/// A torch dtype as the walk reads it: the object (a singleton, compared by identity), its
+/// name as `str(dtype)` gives it (also as the Python string the record cache keys on) and its
+/// element size (a tensor's `nbytes` is its element count times this).
+pub(crate) struct Dtype {
+    pub(crate) obj: Py<PyAny>,
+    pub(crate) name: String,
+    pub(crate) py_name: Py<PyString>,
+    pub(crate) itemsize: usize,
+}
+
+impl Dtype {
+    pub(crate) fn new(obj: Bound<'_, PyAny>, name: String) -> PyResult<Dtype> {
+        let py = obj.py();
+        Ok(Dtype {
+            itemsize: obj.getattr(intern!(py, "itemsize"))?.extract()?,
+            py_name: PyString::new(py, &name).unbind(),
+            obj: obj.unbind(),
+            name,
+        })
+    }
 }
 
 /// One walk: the session's settings copied out, so that the recorder's fallbacks may call
@@ -250,41 +281,75 @@ impl<'py> Walk<'py> {
         let py = v.py();
         let walker = Arc::clone(&self.walker);
         let w = &*walker;
-        if !w.fast {
+        if !w.fast || !v.getattr(intern!(py, "layout"))?.is(w.strided.bind(py)) {
             return Ok(None);
         }
-        let host = v.getattr(intern!(py, "is_cpu"))?.extract::<bool>()?
-            && v.getattr(intern!(py, "layout"))?.is(w.strided.bind(py))
-            && !v.call_method0(intern!(py, "is_neg"))?.extract::<bool>()?;
-        if !host {
+        let placement = match &w.to_dlpack {
+            Some(f) => dlpack::placement(f.bind(py), v),
+            None => Placement::Unknown,
+        };
+        let layout = match placement {
+            Placement::Cpu(l) => Some(l),
+            Placement::Elsewhere => return Ok(None),
+            Placement::Unknown if !v.getattr(intern!(py, "is_cpu"))?.extract::<bool>()? => {
+                return Ok(None);
+            }
+            Placement::Unknown => None,
+        };
+        if v.call_method0(intern!(py, "is_neg"))?.extract::<bool>()? {
             return Ok(None);
         }
-        let contiguous = v
-            .call_method0(intern!(py, "is_contiguous"))?
-            .extract::<bool>()?;
-        let dtype = v.getattr(intern!(py, "dtype"))?;
-        let f32 = dtype.is(w.float32.bind(py));
+        let contiguous = match &layout {
+            Some(l) => dlpack::is_contiguous(&l.shape, &l.strides),
+            None => v
+                .call_method0(intern!(py, "is_contiguous"))?
+                .extract::<bool>()?,
+        };
+        let known = layout.as_ref().and_then(|l| {
+            w.dlpack_dtypes
+                .iter()
+                .find(|(k, _)| *k == l.dtype)
+                .map(|&(_, i)| &w.dtypes[i])
+        });
+        let dt = match known {
+            Some(dt) => dt,
+            None => {
+                let dtype = v.getattr(intern!(py, "dtype"))?;
+                match w.dtypes.iter().find(|d| d.obj.bind(py).is(&dtype)) {
+                    Some(dt) => dt,
+                    None => return Ok(None),
+                }
+            }
+        };
+        let f32 = dt.obj.bind(py).is(w.float32.bind(py));
         // Strided: only a dense float32 permutation under torch's order, in statistics mode.
         let in_place =
             contiguous || (f32 && w.torch_order && self.opts.mode == SummaryMode::Statistics);
         if !in_place {
             return Ok(None);
         }
-        let Some((_, dname)) = w.dtypes.iter().find(|(d, _)| d.bind(py).is(&dtype)) else {
-            return Ok(None);
-        };
+        let dname = &dt.name;
         // Only complex tensors carry a conjugate bit.
         if dname.contains("complex") && v.call_method0(intern!(py, "is_conj"))?.extract::<bool>()? {
             return Ok(None);
         }
-        let shape_obj = v.getattr(intern!(py, "shape"))?;
-        let shape_t = shape_obj.cast::<PyTuple>()?;
-        let mut shape = Vec::with_capacity(shape_t.len());
-        for d in shape_t.iter() {
-            shape.push(d.extract::<usize>()?);
-        }
+        let (shape, strides, ptr) = match layout {
+            Some(l) => (l.shape, Some(l.strides), Some(l.ptr)),
+            None => {
+                let shape: Vec<usize> = v.getattr(intern!(py, "shape"))?.extract()?;
+                (shape, None, None)
+            }
+        };
+        let data_ptr = |v: &Bound<'py, PyAny>| -> PyResult<usize> {
+            match ptr {
+                Some(p) => Ok(p),
+                None => v.call_method0(intern!(py, "data_ptr"))?.extract(),
+            }
+        };
+        let numel: usize = shape.iter().product();
         let nbytes: usize = if contiguous {
-            let nbytes: usize = v.getattr(intern!(py, "nbytes"))?.extract()?;
+            // torch's `nbytes` is numel times the element size: no attribute read for it.
+            let nbytes = numel.saturating_mul(dt.itemsize);
             if nbytes >= w.cache_min_bytes {
                 let async_float = w.async_min_bytes.is_some_and(|m| nbytes >= m)
                     && matches!(
@@ -294,12 +359,15 @@ impl<'py> Walk<'py> {
                 if async_float {
                     return Ok(None);
                 }
-                return self.cached(v, &shape_obj, &shape, dname, nbytes).map(Some);
+                let ptr = data_ptr(v)?;
+                return self.cached(v, ptr, &shape, dt, nbytes).map(Some);
             }
             nbytes
         } else {
-            let strides: Vec<usize> = v.call_method0(intern!(py, "stride"))?.extract()?;
-            let numel: usize = shape.iter().product();
+            let strides: Vec<usize> = match strides {
+                Some(s) => s,
+                None => v.call_method0(intern!(py, "stride"))?.extract()?,
+            };
             // No record cache on this path (the recorder caches contiguous tensors only).
             if numel * 4 < w.torch_order_below_bytes || !is_dense(&shape, &strides) {
                 return Ok(None);
@@ -315,11 +383,7 @@ impl<'py> Walk<'py> {
         {
             return Ok(None);
         }
-        let ptr: usize = if nbytes > 0 {
-            v.call_method0(intern!(py, "data_ptr"))?.extract()?
-        } else {
-            0
-        };
+        let ptr: usize = if nbytes > 0 { data_ptr(v)? } else { 0 };
         let requires_grad = v.getattr(intern!(py, "requires_grad"))?.extract::<bool>()?;
         // SAFETY: `v` is a live CPU tensor whose elements fill the `nbytes` bytes at `ptr`
         // exactly once (contiguous, or a dense permutation: checked above), held by the
@@ -366,13 +430,13 @@ impl<'py> Walk<'py> {
     fn cached(
         &mut self,
         v: &Bound<'py, PyAny>,
-        shape_obj: &Bound<'py, PyAny>,
+        ptr: usize,
         shape: &[usize],
-        dname: &str,
+        dt: &Dtype,
         nbytes: usize,
     ) -> PyResult<Value> {
         let py = v.py();
-        let ptr: usize = v.call_method0(intern!(py, "data_ptr"))?.extract()?;
+        let dname = dt.name.as_str();
         let rg = v.getattr(intern!(py, "requires_grad"))?.extract::<bool>()?;
         // SAFETY: `v` is a live contiguous CPU tensor of `nbytes` bytes at `ptr` (checked by
         // the caller), held by the caller's arguments for the whole call.
@@ -395,14 +459,16 @@ impl<'py> Walk<'py> {
             [
                 storage.getattr(intern!(py, "_cdata"))?,
                 ptr.into_pyobject(py)?.into_any(),
-                shape_obj.clone(),
-                PyString::new(py, dname).into_any(),
+                // Equal to the `torch.Size` the recorder's path keys with (a tuple subclass).
+                PyTuple::new(py, shape)?.into_any(),
+                dt.py_name.bind(py).clone().into_any(),
                 PyBool::new(py, rg).to_owned().into_any(),
             ],
         )?;
         let cache_obj = self.recorder.getattr(intern!(py, "stats_cache"))?;
         let cache = cache_obj.cast::<PyDict>()?;
-        let sample = py.detach(|| sample_hash(bytes));
+        // 65 words: cheaper than releasing and taking back the GIL around them.
+        let sample = sample_hash(bytes);
         if let Some(hit) = cache.get_item(&key)? {
             let hit = hit.cast::<PyTuple>()?;
             let wref = hit.get_item(0)?;

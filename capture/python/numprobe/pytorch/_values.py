@@ -14,12 +14,14 @@ calls, ``p.grad`` aliases the gradient the backward hook saw. The native walk of
 """
 import functools
 import os
+import warnings
 import zlib
 from typing import Dict
 
 import torch
 
 from .._native import dense as _dense
+from .._native import dlpack_dtypes as _native_dlpack_dtypes
 from .._native import fingerprint as _fingerprint
 
 _NO_TORCH_FUNCTION = torch._C.DisableTorchFunction
@@ -38,6 +40,9 @@ _CACHE_MIN_BYTES = 64 << 10
 _TORCH_ORDER_BELOW_BYTES = 32
 _DTYPE_NAMES: Dict[torch.dtype, str] = {}
 _STORAGE = torch.UntypedStorage
+# A tensor's device, shape, strides and data address in one call for the native walk
+# (capture/py/src/dlpack.rs); None reads them as attributes (a torch without it, and tests).
+TO_DLPACK = getattr(torch._C, "_to_dlpack", None)
 
 
 @functools.lru_cache(maxsize=None)
@@ -50,6 +55,19 @@ def walker_types():
     dtypes = [(d, str(d)) for d in vars(torch).values() if isinstance(d, torch.dtype)]
     return (torch.Tensor, torch.nn.Parameter, _STRIDED, _F32, dtypes, _CACHE_MIN_BYTES,
             _TORCH_ORDER_BELOW_BYTES, _STORAGE)
+
+
+@functools.lru_cache(maxsize=None)
+def dlpack_dtypes(to_dlpack):
+    """Which torch dtype each DLPack element type stands for (``_native.dlpack_dtypes``),
+    learnt once per export function from torch's own exports; empty without one."""
+    if to_dlpack is None:
+        return []
+    empty = getattr(torch.empty, "__wrapped__", torch.empty)  # never a recorded call
+    with warnings.catch_warnings():
+        # Making a tensor of an experimental or deprecated dtype warns; the user made none.
+        warnings.simplefilter("ignore")
+        return _native_dlpack_dtypes(to_dlpack, empty, [d for d, _ in walker_types()[4]])
 
 
 def _location(device):

@@ -33,6 +33,7 @@ from ._device_stats import DeviceStats
 from ._module_hooks import ModuleHooks
 from ._stacks import Stacks
 from ._stats_thread import _ASYNC_MIN_BYTES, StatsThread
+from . import _values
 from ._values import Values, _location, walker_types  # noqa: F401
 
 
@@ -92,7 +93,9 @@ class Recorder(StepSession, ApiHooks, ModuleHooks, Values, DeviceStats, StatsThr
         # The native walk of API values (capture/py/src/walk.rs) records what it can read in
         # place and hands the rest back to ``value``/``outputs``; tensor files stay with them.
         self.session.set_walker(*walker_types(), not self.may_save, self.torch_order,
-                                _ASYNC_MIN_BYTES if self.async_stats else None)
+                                _ASYNC_MIN_BYTES if self.async_stats else None,
+                                to_dlpack=_values.TO_DLPACK,
+                                dlpack_dtypes=_values.dlpack_dtypes(_values.TO_DLPACK))
 
     def start(self, model=None):
         if not self.ensure_session():
