@@ -7,9 +7,10 @@
 //! ints, floats, strings, plain lists and tuples, contiguous CPU tensors (large ones through
 //! the recorder's record cache, `stats_cache`), and float32 transposes under torch's order)
 //! and hands everything else to the recorder's own `value` / `outputs`, so the records are
-//! those of the Python walk, value for value. A tensor's device, shape, strides and data
-//! address come from torch's DLPack export in one call (`dlpack.rs`), the rest (dtype,
-//! negative and conjugate bits, requires_grad) from its attributes.
+//! those of the Python walk, value for value. A tensor's device, shape, strides, data
+//! address and (for the dtypes DLPack tells apart) dtype come from torch's DLPack export in
+//! one call (`dlpack.rs`); its negative and conjugate bits and requires_grad from its
+//! attributes.
 //!
 //! Torch functions are off while it runs (`torch._C.DisableTorchFunction`): the tensor
 //! attributes read here would otherwise go through the recorder's own mode. With no mode on
