@@ -37,6 +37,7 @@ use crate::pickle::{TensorMeta, parse_tensor_pickle, write_tensor_pickle};
 use crate::tensor::{FileBytes, Tensor, TensorInfo};
 use crate::{DType, TensorView};
 use crate::{Error, Result};
+use numprobe_tensor::layout::is_contiguous;
 
 /// A parsed archive: the pickle's description and where the storage lies in the file.
 struct Parsed {
@@ -130,7 +131,7 @@ pub fn open(path: &Path) -> Result<Stored> {
             Vec::new(),
         )));
     }
-    if is_contiguous(&m.size, &m.stride) {
+    if is_contiguous(m.size.iter().copied().zip(m.stride.iter().copied())) {
         let first = p.storage_start + m.storage_offset as usize * item;
         return Ok(Stored::Dense(Tensor::from_file(
             m.dtype, p.shape, file, first, nbytes,
@@ -458,18 +459,6 @@ fn numel(size: &[u64]) -> u64 {
     size.iter().product()
 }
 
-/// C-contiguous in torch's sense: dims of size 1 may have any stride.
-fn is_contiguous(size: &[u64], stride: &[u64]) -> bool {
-    let mut expected = 1u64;
-    for (&n, &s) in size.iter().zip(stride).rev() {
-        if n != 1 && s != expected {
-            return false;
-        }
-        expected = expected.saturating_mul(n);
-    }
-    true
-}
-
 /// Copies a strided view (bounds already checked, at least one element) into C order, one
 /// innermost row at a time; rows with unit stride are single copies.
 fn gather(
@@ -690,16 +679,8 @@ pub fn new_serialization_id() -> String {
     format!("{:020}{:020}", parts[0], parts[1])
 }
 
-/// Contiguous strides as torch computes them (size-0 dims count as 1).
-pub fn contiguous_strides(shape: &[usize]) -> Vec<u64> {
-    let mut strides = vec![0u64; shape.len()];
-    let mut acc = 1u64;
-    for (s, &d) in strides.iter_mut().zip(shape).rev() {
-        *s = acc;
-        acc = acc.saturating_mul(d.max(1) as u64);
-    }
-    strides
-}
+/// Row-major strides as torch computes them (the tensor crate's, kept under this path).
+pub use numprobe_tensor::layout::contiguous_strides;
 
 const ALIGN: u64 = 64;
 const LOCAL_HEADER: u64 = 30;
@@ -893,17 +874,6 @@ pub fn write_view(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn strides_and_contiguity() {
-        assert_eq!(contiguous_strides(&[2, 3]), vec![3, 1]);
-        assert_eq!(contiguous_strides(&[2, 0, 3]), vec![3, 3, 1]);
-        assert_eq!(contiguous_strides(&[]), Vec::<u64>::new());
-        assert!(is_contiguous(&[2, 3], &[3, 1]));
-        assert!(is_contiguous(&[1, 3], &[99, 1]));
-        assert!(!is_contiguous(&[2, 3], &[1, 2]));
-        assert!(!is_contiguous(&[2, 2], &[6, 2]));
-    }
 
     #[test]
     fn gather_strided_views() {

@@ -2,6 +2,7 @@
 
 pub mod dtype;
 pub mod float8;
+pub mod layout;
 pub mod view;
 
 pub use dtype::DType;

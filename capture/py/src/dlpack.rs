@@ -116,13 +116,12 @@ pub(crate) fn placement(to_dlpack: &Bound<'_, PyAny>, t: &Bound<'_, PyAny>) -> P
     let Some(shape) = read(d.shape) else {
         return Placement::Unknown;
     };
-    let strides = if d.strides.is_null() {
-        row_major(&shape)
-    } else {
-        match read(d.strides) {
-            Some(s) => s,
-            None => return Placement::Unknown,
-        }
+    // Null strides (compact row-major in DLPack's terms) never come from torch.
+    if ndim > 0 && d.strides.is_null() {
+        return Placement::Unknown;
+    }
+    let Some(strides) = read(d.strides) else {
+        return Placement::Unknown;
     };
     let Some(ptr) = (d.data as usize).checked_add(d.byte_offset as usize) else {
         return Placement::Unknown;
@@ -170,52 +169,12 @@ pub(crate) fn dtype_table(
         .collect()
 }
 
-fn row_major(shape: &[usize]) -> Vec<usize> {
-    let mut strides = vec![0; shape.len()];
-    let mut n = 1usize;
-    for (s, &d) in strides.iter_mut().zip(shape).rev() {
-        *s = n;
-        n = n.saturating_mul(d);
-    }
-    strides
-}
-
-/// torch's `is_contiguous()` (the default memory format) from sizes and strides: every
-/// dimension of more than one element has the stride of a row-major layout; a tensor without
-/// elements is contiguous.
+/// torch's `is_contiguous()` (the default memory format) of these sizes and strides.
 pub(crate) fn is_contiguous(shape: &[usize], strides: &[usize]) -> bool {
-    if shape.contains(&0) {
-        return true;
-    }
-    let mut want = 1usize;
-    for (&d, &s) in shape.iter().zip(strides).rev() {
-        if d != 1 {
-            if s != want {
-                return false;
-            }
-            want = want.saturating_mul(d);
-        }
-    }
-    true
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn contiguity_as_torch_defines_it() {
-        assert!(is_contiguous(&[], &[]));
-        assert!(is_contiguous(&[6, 8], &[8, 1]));
-        assert!(!is_contiguous(&[8, 6], &[1, 8]));
-        // Size-1 dimensions may carry any stride.
-        assert!(is_contiguous(&[1, 6, 8], &[7, 8, 1]));
-        assert!(is_contiguous(&[6, 1], &[1, 99]));
-        // Expanded (stride 0) and stepped slices are not.
-        assert!(!is_contiguous(&[6, 8], &[0, 1]));
-        assert!(!is_contiguous(&[5, 4], &[8, 2]));
-        // Empty tensors are, whatever the strides.
-        assert!(is_contiguous(&[0, 3], &[1, 5]));
-        assert_eq!(row_major(&[2, 3, 4]), vec![12, 4, 1]);
-    }
+    numprobe_tensor::layout::is_contiguous(
+        shape
+            .iter()
+            .zip(strides)
+            .map(|(&n, &s)| (n as u64, s as u64)),
+    )
 }
