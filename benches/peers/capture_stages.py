@@ -29,12 +29,12 @@ from capture_per_api import build_step, recording_debugger  # noqa: E402  (the s
 
 LABELS = {
     "head": "counter, entry name, call-site key",
-    "input_walk": "inputs walked (statistics included)",
-    "input_commit": "input entry rendered, journaled, merged",
+    "input_walk": "inputs walked, records written (statistics included)",
+    "input_commit": "input entry journaled, merged",
     "stack_record": "new call site's frames; device readback",
     "run": "the API itself",
-    "output_walk": "outputs walked (statistics included)",
-    "output_commit": "output entry rendered, journaled, merged",
+    "output_walk": "outputs walked, records written (statistics included)",
+    "output_commit": "output entry journaled, merged",
     "hook_register": "grad_fn looked up, backward hook registered",
     "backward_hook": "backward hooks (gradients walked, committed)",
     "statistics": "of which statistics and records (inside the walks)",

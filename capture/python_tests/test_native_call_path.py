@@ -1,7 +1,8 @@
 """The native path of a recorded API call (capture/py/src/api_call.rs) against the recorder's
 Python path (``call_api``): the same script dumps the same bytes either way.
 
-The native path is what the default L1 configuration takes; ``call_api`` stays for the other
+The native path is what the default L1 configuration takes (a session may take both: the
+Python path while statistics-thread jobs are pending); ``call_api`` stays for the other
 configurations (both walk the values through walk.rs, which hands some back to the recorder's
 ``value``). The script below mixes what the walk reads itself (scalars, lists, tuples,
 contiguous CPU tensors) with what it hands back (a non-contiguous tensor, a tensor above the
@@ -41,6 +42,7 @@ with open(dump + ".json", "w") as f:
     json.dump({"task": "statistics", "level": "L1", "dump_path": dump, "rank": [], "step": [],
                "statistics": {"summary_mode": summary}}, f)
 dbg = PrecisionDebugger(config_path=dump + ".json")
+calls = dbg.recorder.native_calls
 if path == "python":
     dbg.recorder.native_calls = None
 assert (dbg.recorder.native_calls is None) == (path == "python")
@@ -63,6 +65,14 @@ for step in range(2):
     b.add_(1.0)
     nc = big.t().sin()
     w = torch.full((2,), 7, dtype=torch.int64)
+    for k in range(3):
+        # One call site, recorded by both paths in one session under "mixed": its stack
+        # group is the session's, whichever path met the site first.
+        if path == "mixed":
+            dbg.recorder.native_calls = calls if k % 2 else None
+        r = torch.cos(y)
+    if path == "mixed":
+        dbg.recorder.native_calls = calls
     q = torch.nn.functional.gelu(y, approximate="tanh")
     d0 = torch.nn.functional.dropout(y, 0.0)  # no backward entry (msprobe records none)
     d1 = torch.nn.functional.dropout(y, p=0.25)
@@ -93,7 +103,7 @@ def test_native_and_python_paths_dump_the_same_bytes(tmp_path, summary):
     script = tmp_path / "script.py"
     script.write_text(SCRIPT)
     got, seen = {}, {}
-    for path in ("native", "python"):
+    for path in ("native", "python", "mixed"):
         dump = str(tmp_path / f"dump_{path}")
         r = subprocess.run([sys.executable, str(script), dump, path, summary],
                            capture_output=True, text=True, timeout=600)
@@ -105,9 +115,11 @@ def test_native_and_python_paths_dump_the_same_bytes(tmp_path, summary):
     # before its values reach the recorder, as the Python path does for the whole walk).
     assert seen["native"] == seen["python"]
     assert any("mul" in n for n in seen["native"]), seen["native"]
-    assert got["native"] and set(got["native"]) == set(got["python"])
+    assert got["native"] and set(got["native"]) == set(got["python"]) == set(got["mixed"])
+    assert ("step1", "stack.json") in got["python"]
     for k in got["python"]:
         assert got["native"][k] == got["python"][k], k
+        assert got["mixed"][k] == got["python"][k], k
     data = json.loads(got["native"][("step1", "dump.json")])["data"]
     # The calls above were recorded, the failing one with its inputs.
     for name in ("Functional.linear.0.forward", "Torch.max.0.forward", "Tensor.sin.0.forward",

@@ -126,7 +126,22 @@ impl Session {
         reinsert: bool,
         group: Option<usize>,
     ) -> Result<()> {
-        let body = state::render_body(body);
+        self.record_rendered(name, state::render_body(body), reinsert, group)
+    }
+
+    /// An entry record whose body a writer rendered already (its values at
+    /// [`state::VALUE_LEVEL`], as [`state::render_body`] renders them); with `group`, its stack
+    /// reference in the same `write` (stack group `group` must exist).
+    pub fn record_rendered(
+        &mut self,
+        name: String,
+        body: state::RenderedBody,
+        reinsert: bool,
+        group: Option<usize>,
+    ) -> Result<()> {
+        if let Some(g) = group {
+            self.check_group(&name, g)?;
+        }
         let payload = journal::entry_payload(&name, body.iter(), reinsert);
         match group {
             Some(g) => {

@@ -61,8 +61,9 @@ fn strip_pending(v: &mut Value) -> usize {
     }
 }
 
-/// Nesting depth of an entry body's values in dump.json (the top object, `data`, the entry).
-const VALUE_LEVEL: usize = 3;
+/// Nesting depth of an entry body's values in dump.json (the top object, `data`, the entry):
+/// the level a [`RenderedBody`]'s values are written at.
+pub const VALUE_LEVEL: usize = 3;
 
 /// An array `level` containers deep, as `json::write_python` writes it, each item written by
 /// `write`.
@@ -101,6 +102,14 @@ impl RenderedBody {
     /// Each key with its value's text.
     pub fn iter(&self) -> impl Iterator<Item = (&Str, &[u8])> {
         self.parts.iter().map(|(k, r)| (k, &self.text[r.clone()]))
+    }
+
+    /// The body as values again, for records that are completed later (placeholders): the
+    /// text must be a writer's rendering at [`VALUE_LEVEL`] (as [`render_body`]'s is).
+    pub fn to_map(&self) -> Map {
+        self.iter()
+            .map(|(k, text)| (k.clone(), parse_rendered(text)))
+            .collect()
     }
 }
 

@@ -124,8 +124,14 @@ pub fn pending_record(info: &TensorInfo<'_>, opts: &Options, id: u64) -> Result<
 /// Builds the tensor record msprobe 26.2 writes for `info` under `opts` (its flavour picks
 /// PyTorch's or MindSpore's rules, see [`mindspore_record`]).
 pub fn tensor_record(info: &TensorInfo<'_>, opts: &Options) -> Result<Value> {
+    tensor_record_of(info, opts).map(|r| r.to_value())
+}
+
+/// [`tensor_record`] as a [`TensorRecord`] (which a writer may render without making a
+/// [`Value`] of it: [`TensorRecord::write_python_at`]).
+pub fn tensor_record_of(info: &TensorInfo<'_>, opts: &Options) -> Result<TensorRecord> {
     if opts.flavour == Flavour::MindSpore {
-        return mindspore_record(info, opts);
+        return mindspore_record_of(info, opts);
     }
     let mode = opts.mode;
     let mut rec = record_head(info);
@@ -156,7 +162,7 @@ pub fn tensor_record(info: &TensorInfo<'_>, opts: &Options) -> Result<Value> {
             _ => Md5Slot::Last,
         };
     }
-    Ok(rec.to_value())
+    Ok(rec)
 }
 
 /// The MindSpore record of `info` (spec §2.6.1, §3.3, §3.5): `info.dtype` is the MindSpore
@@ -164,10 +170,14 @@ pub fn tensor_record(info: &TensorInfo<'_>, opts: &Options) -> Result<Value> {
 /// tensors arrive as their float32 copy (what msprobe converts them to before numpy sees them).
 /// Only `statistics` and `md5` modes exist for MindSpore.
 pub fn mindspore_record(info: &TensorInfo<'_>, opts: &Options) -> Result<Value> {
+    mindspore_record_of(info, opts).map(|r| r.to_value())
+}
+
+fn mindspore_record_of(info: &TensorInfo<'_>, opts: &Options) -> Result<TensorRecord> {
     let mut rec = record_head(info);
     rec.md5_slot = Md5Slot::Last;
     let Some(bytes) = info.bytes else {
-        return Ok(rec.to_value());
+        return Ok(rec);
     };
     let wants_crc = opts.mode == SummaryMode::Md5;
     let Some(elem) = mindspore_dtype(info.dtype) else {
@@ -177,7 +187,7 @@ pub fn mindspore_record(info: &TensorInfo<'_>, opts: &Options) -> Result<Value> 
         rec.mean = Some(Stat::Null);
         rec.norm = Some(Stat::Null);
         rec.md5 = wants_crc.then(|| Checksum::Crc32(stats_gpu::checksum::crc32(bytes)));
-        return Ok(rec.to_value());
+        return Ok(rec);
     };
     let f32_len = info.shape.iter().try_fold(4usize, |n, &d| n.checked_mul(d));
     let bad =
@@ -225,7 +235,7 @@ pub fn mindspore_record(info: &TensorInfo<'_>, opts: &Options) -> Result<Value> 
         rec.mean = Some(v);
         rec.norm = Some(v);
     }
-    Ok(rec.to_value())
+    Ok(rec)
 }
 
 /// bfloat16 bytes of little-endian float32 values that are bfloat16 values.

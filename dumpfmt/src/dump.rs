@@ -769,6 +769,16 @@ const STAT_KEYS: [&str; 4] = ["Max", "Min", "Mean", "Norm"];
 /// Extra keys msprobe writes between the statistics and `requires_grad`.
 const BEFORE_REQUIRES_GRAD: [&str; 2] = ["layout", "hsdp_shard_size"];
 
+/// A member value of a tensor record, as [`TensorRecord::members`] hands it out.
+enum Member<'a> {
+    Str(&'a str),
+    Shape(&'a [u64]),
+    Stat(&'a Stat),
+    Checksum(&'a Checksum),
+    Bool(bool),
+    Value(&'a Value),
+}
+
 impl TensorRecord {
     /// A record with the given identity and no statistics.
     pub fn new(type_name: &str, dtype: &str, shape: Vec<u64>) -> TensorRecord {
@@ -931,47 +941,98 @@ impl TensorRecord {
     /// data_name, [md5 (md5 mode)]` (see [`Md5Slot`]).
     pub fn to_value(&self) -> Value {
         let mut m = Map::with_capacity(10 + self.extra.len());
-        m.push_unique("type", self.type_name.as_str().into());
-        m.push_unique("dtype", self.dtype.as_str().into());
-        m.push_unique(
-            "shape",
-            Value::Array(self.shape.iter().map(|&d| Value::from(d)).collect()),
-        );
-        let md5_at = |slot: Md5Slot| self.md5.filter(|_| self.md5_slot == slot);
+        self.members(|k, v| match v {
+            Member::Str(s) => m.push_unique(k, s.into()),
+            Member::Shape(d) => {
+                m.push_unique(k, Value::Array(d.iter().map(|&d| Value::from(d)).collect()))
+            }
+            Member::Stat(s) => m.push_unique(k, s.to_value()),
+            Member::Checksum(c) => m.push_unique(k, c.to_value()),
+            Member::Bool(b) => m.push_unique(k, Value::Bool(b)),
+            // An extra key may repeat one written before it: it replaces that one in place.
+            Member::Value(v) => {
+                m.insert(k, v.clone());
+            }
+        });
+        Value::Object(m)
+    }
+
+    /// The record as [`json::write_python_at`] writes its [`to_value`](TensorRecord::to_value)
+    /// `level` containers deep, without building the value.
+    pub fn write_python_at(&self, level: usize, out: &mut Vec<u8>) {
+        if !self.extra.is_empty() {
+            // Extra keys may replace earlier ones in place (see `to_value`), which a writer
+            // that only appends cannot do; they are rare (records read from other dumps).
+            json::write_python_at(&self.to_value(), level, out);
+            return;
+        }
+        let mut c = json::PyContainer::object(out, level);
+        let inner = c.member_level();
+        self.members(|k, v| {
+            let out = c.key(k);
+            match v {
+                Member::Str(s) => json::write_python_text(s, out),
+                Member::Shape(d) => {
+                    let mut a = json::PyContainer::array(out, inner);
+                    for &d in d {
+                        json::write_python_int(d as i64, a.item());
+                    }
+                    a.end();
+                }
+                Member::Stat(Stat::Float(f)) => json::write_python_float(*f, out),
+                Member::Stat(Stat::Bool(b)) => json::write_python_bool(*b, out),
+                Member::Bool(b) => json::write_python_bool(b, out),
+                Member::Stat(s) => json::write_python_at(&s.to_value(), inner, out),
+                Member::Checksum(c) => json::write_python_at(&c.to_value(), inner, out),
+                Member::Value(v) => json::write_python_at(v, inner, out),
+            }
+        });
+        c.end();
+    }
+
+    /// The record's keys and values in msprobe's order: the one place [`to_value`] and
+    /// [`write_python_at`] take it from.
+    ///
+    /// [`to_value`]: TensorRecord::to_value
+    /// [`write_python_at`]: TensorRecord::write_python_at
+    fn members<'a>(&'a self, mut f: impl FnMut(&'a str, Member<'a>)) {
+        f("type", Member::Str(&self.type_name));
+        f("dtype", Member::Str(&self.dtype));
+        f("shape", Member::Shape(&self.shape));
+        let md5_at = |slot: Md5Slot| self.md5.as_ref().filter(|_| self.md5_slot == slot);
         if let Some(c) = md5_at(Md5Slot::AfterShape) {
-            m.push_unique("md5", c.to_value());
+            f("md5", Member::Checksum(c));
         }
         for (k, s) in STAT_KEYS
             .iter()
             .zip([&self.max, &self.min, &self.mean, &self.norm])
         {
             if let Some(s) = s {
-                m.push_unique(*k, s.to_value());
+                f(k, Member::Stat(s));
             }
         }
         for (k, v) in &self.extra {
             if BEFORE_REQUIRES_GRAD.contains(&k.as_str()) {
-                m.insert(k.as_str(), v.clone());
+                f(k, Member::Value(v));
             }
         }
         if let Some(r) = self.requires_grad {
-            m.push_unique("requires_grad", Value::Bool(r));
+            f("requires_grad", Member::Bool(r));
         }
         for (k, v) in &self.extra {
             if !BEFORE_REQUIRES_GRAD.contains(&k.as_str()) {
-                m.insert(k.as_str(), v.clone());
+                f(k, Member::Value(v));
             }
         }
         if let Some(c) = md5_at(Md5Slot::BeforeDataName) {
-            m.push_unique("md5", c.to_value());
+            f("md5", Member::Checksum(c));
         }
         if let Some(d) = &self.data_name {
-            m.push_unique("data_name", d.as_str().into());
+            f("data_name", Member::Str(d));
         }
         if let Some(c) = md5_at(Md5Slot::Last) {
-            m.push_unique("md5", c.to_value());
+            f("md5", Member::Checksum(c));
         }
-        Value::Object(m)
     }
 }
 

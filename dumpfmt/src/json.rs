@@ -985,48 +985,111 @@ fn newline_indent(out: &mut Vec<u8>, level: usize) {
 fn write_value(value: &Value, out: &mut Vec<u8>, level: usize) {
     match value {
         Value::Null => out.extend_from_slice(b"null"),
-        Value::Bool(true) => out.extend_from_slice(b"true"),
-        Value::Bool(false) => out.extend_from_slice(b"false"),
-        Value::Int(i) => {
-            let buf = itoa_buf(*i);
-            out.extend_from_slice(buf.as_bytes());
-        }
+        Value::Bool(b) => write_python_bool(*b, out),
+        Value::Int(i) => write_python_int(*i, out),
         Value::BigInt(s) => out.extend_from_slice(s.as_bytes()),
-        Value::Float(f) => pyrepr::write_repr_f64(*f, pyrepr::NonFinite::Json, out),
+        Value::Float(f) => write_python_float(*f, out),
         Value::Str(s) => write_str(s, out),
         Value::Array(a) => {
-            if a.is_empty() {
-                out.extend_from_slice(b"[]");
-                return;
+            let mut c = PyContainer::array(out, level);
+            for v in a {
+                let inner = c.member_level();
+                write_value(v, c.item(), inner);
             }
-            out.push(b'[');
-            for (n, v) in a.iter().enumerate() {
-                if n > 0 {
-                    out.push(b',');
-                }
-                newline_indent(out, level + 1);
-                write_value(v, out, level + 1);
-            }
-            newline_indent(out, level);
-            out.push(b']');
+            c.end();
         }
         Value::Object(m) => {
-            if m.is_empty() {
-                out.extend_from_slice(b"{}");
-                return;
+            let mut c = PyContainer::object(out, level);
+            for (k, v) in &m.entries {
+                let inner = c.member_level();
+                write_value(v, c.key_bytes(k.as_bytes()), inner);
             }
-            out.push(b'{');
-            for (n, (k, v)) in m.entries.iter().enumerate() {
-                if n > 0 {
-                    out.push(b',');
-                }
-                newline_indent(out, level + 1);
-                write_str(k, out);
-                out.extend_from_slice(b": ");
-                write_value(v, out, level + 1);
-            }
-            newline_indent(out, level);
-            out.push(b'}');
+            c.end();
+        }
+    }
+}
+
+/// `true`/`false` as [`write_python`] writes them.
+pub fn write_python_bool(b: bool, out: &mut Vec<u8>) {
+    out.extend_from_slice(if b { b"true" } else { b"false" });
+}
+
+/// An integer as [`write_python`] writes it.
+pub fn write_python_int(i: i64, out: &mut Vec<u8>) {
+    out.extend_from_slice(itoa_buf(i).as_bytes());
+}
+
+/// A float as [`write_python`] writes it (Python's `repr`, `NaN`/`Infinity` spelled as JSON).
+pub fn write_python_float(f: f64, out: &mut Vec<u8>) {
+    pyrepr::write_repr_f64(f, pyrepr::NonFinite::Json, out);
+}
+
+/// An object or array written member by member exactly as [`write_python_at`] writes the whole
+/// value `level` containers deep, for writers that produce a record without building its
+/// [`Value`] first (the bracket opens with the first member: an empty one is `{}` or `[]`).
+/// Each member's value is written at [`member_level`](PyContainer::member_level).
+pub struct PyContainer<'a> {
+    out: &'a mut Vec<u8>,
+    level: usize,
+    open: u8,
+    close: u8,
+    any: bool,
+}
+
+impl<'a> PyContainer<'a> {
+    pub fn object(out: &'a mut Vec<u8>, level: usize) -> PyContainer<'a> {
+        PyContainer {
+            out,
+            level,
+            open: b'{',
+            close: b'}',
+            any: false,
+        }
+    }
+
+    pub fn array(out: &'a mut Vec<u8>, level: usize) -> PyContainer<'a> {
+        PyContainer {
+            out,
+            level,
+            open: b'[',
+            close: b']',
+            any: false,
+        }
+    }
+
+    /// The nesting level of the members' values.
+    pub fn member_level(&self) -> usize {
+        self.level + 1
+    }
+
+    /// Starts the next array item; write it into the buffer returned.
+    pub fn item(&mut self) -> &mut Vec<u8> {
+        self.out.push(if self.any { b',' } else { self.open });
+        self.any = true;
+        newline_indent(self.out, self.level + 1);
+        self.out
+    }
+
+    /// Starts the member `key` of an object; write its value into the buffer returned.
+    pub fn key(&mut self, key: &str) -> &mut Vec<u8> {
+        self.key_bytes(key.as_bytes())
+    }
+
+    /// [`key`](PyContainer::key) of a key's WTF-8 bytes (a [`Str`]'s).
+    fn key_bytes(&mut self, key: &[u8]) -> &mut Vec<u8> {
+        self.item();
+        write_str_bytes(key, self.out);
+        self.out.extend_from_slice(b": ");
+        self.out
+    }
+
+    /// Closes the container.
+    pub fn end(self) {
+        if self.any {
+            newline_indent(self.out, self.level);
+            self.out.push(self.close);
+        } else {
+            self.out.extend_from_slice(&[self.open, self.close]);
         }
     }
 }

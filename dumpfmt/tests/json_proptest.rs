@@ -205,3 +205,52 @@ proptest! {
         }
     }
 }
+
+/// A record with every optional part drawn, extra keys included (some repeating a fixed key,
+/// which replaces it in place).
+fn full_record() -> impl Strategy<Value = TensorRecord> {
+    (
+        record(),
+        any_str(),
+        prop::option::of("[a-zA-Z0-9_.\"\u{e9}]{0,12}"),
+        prop::collection::vec(
+            (
+                prop_oneof![
+                    Just("layout"),
+                    Just("Max"),
+                    Just("md5"),
+                    Just("device_mesh")
+                ],
+                leaf(),
+            ),
+            0..3,
+        ),
+        prop_oneof![
+            Just(Md5Slot::AfterShape),
+            Just(Md5Slot::BeforeDataName),
+            Just(Md5Slot::Last)
+        ],
+    )
+        .prop_map(|(mut r, ty, data_name, extra, slot)| {
+            if r.requires_grad.is_some() {
+                r.type_name = ty.as_str().unwrap_or("torch.Tensor").to_owned();
+            }
+            r.data_name = data_name;
+            if r.md5.is_some() && !r.md5.as_ref().is_some_and(Checksum::is_xor) {
+                r.md5_slot = slot;
+            }
+            r.extra = extra.into_iter().map(|(k, v)| (k.to_owned(), v)).collect();
+            r
+        })
+}
+
+proptest! {
+    #[test]
+    fn records_written_directly_equal_their_values_written(r in full_record(), level in 0usize..6) {
+        let mut direct = b"prefix".to_vec();
+        r.write_python_at(level, &mut direct);
+        let mut via_value = b"prefix".to_vec();
+        json::write_python_at(&r.to_value(), level, &mut via_value);
+        prop_assert_eq!(String::from_utf8_lossy(&direct), String::from_utf8_lossy(&via_value));
+    }
+}

@@ -13,11 +13,12 @@ use std::cell::Cell;
 
 use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyFrozenSet, PyList, PyString, PyTuple, PyType};
+use pyo3::types::{PyBytes, PyDict, PyFrozenSet, PyList, PyString, PyTuple, PyType};
 
+use crate::Session;
+use crate::call_sites::{self, SiteFrames, StackFrames};
 use crate::stage_timers::{Lap, Stage};
 use crate::walk::{MAX_DEPTH, NoTorchFunction};
-use crate::{Session, stack_key};
 
 thread_local! {
     /// Set while numprobe itself runs on this thread (recording values, or a recorded API's
@@ -95,6 +96,8 @@ pub(crate) struct ApiCalls {
     mode_pop: Py<PyAny>,
     mode_push: Py<PyAny>,
     grad_enabled: Py<PyAny>,
+    /// The stack lines of the call sites seen so far, for later sessions.
+    site_frames: SiteFrames,
 }
 
 /// Torch functions during a walk: off from the start when a mode is on the torch-function
@@ -187,12 +190,14 @@ impl ApiCalls {
             mode_pop,
             mode_push,
             grad_enabled,
+            site_frames: SiteFrames::default(),
         }
     }
 
-    /// Records a call of API `prefix.name` whose original is `orig`, and returns its result
-    /// (what the recorder's `call_api` does, for this configuration). `code`: the original's
-    /// `__code__` or None (its frame is left out of the stack), looked up once by the wrapper.
+    /// Records a call of API `prefix.name` (`key`, made once by the wrapper) whose original is
+    /// `orig`, and returns its result (what the recorder's `call_api` does, for this
+    /// configuration). `code`: the original's `__code__` or None (its frame is left out of
+    /// the stack), looked up once by the wrapper.
     /// The caller checked that recording is on, this thread is not busy, and no
     /// statistics-thread job is pending.
     #[allow(clippy::too_many_arguments)]
@@ -203,19 +208,20 @@ impl ApiCalls {
         code: &Bound<'py, PyAny>,
         prefix: &Bound<'py, PyString>,
         name: &Bound<'py, PyString>,
+        key: &Bound<'py, PyString>,
         args: &Bound<'py, PyTuple>,
         kwargs: &Bound<'py, PyDict>,
     ) -> PyResult<Bound<'py, PyAny>> {
         let mut lap = Lap::start();
         let rec = self.recorder.bind(py);
-        let key = format!("{}.{}", prefix.to_cow()?, name.to_cow()?);
-        let key_obj = PyString::new(py, &key);
+        // The wrapper's own string: its hash is computed once, not per call.
         let counters = self.counters.bind(py);
-        let n: u64 = match counters.get_item(&key_obj)? {
+        let n: u64 = match counters.get_item(key)? {
             Some(v) => v.extract()?,
             None => 0,
         };
-        counters.set_item(&key_obj, n + 1)?;
+        counters.set_item(key, n + 1)?;
+        let key = key.to_cow()?;
         if !self.selected(py, name)? {
             return self.run(py, rec, orig, args, kwargs);
         }
@@ -242,12 +248,8 @@ impl ApiCalls {
                     }
                 };
                 if let Some(frame) = frame {
-                    let skey = stack_key(py, &frame, code.as_ptr() as usize)?;
-                    let gids = rec.getattr(intern!(py, "stack_gids"))?;
-                    group = match gids.cast::<PyDict>()?.get_item(&skey)? {
-                        Some(g) => Some(g.extract::<usize>()?),
-                        None => None,
-                    };
+                    let skey = call_sites::key_of(py, &frame, code.as_ptr() as usize)?;
+                    group = session.borrow().site_group(&skey);
                     site = Some((frame, skey));
                 }
             }
@@ -264,11 +266,23 @@ impl ApiCalls {
             entry_done(py, rec, self.device_stats_bound)?;
             if let (Some((frame, skey)), None) = (site, group) {
                 // The first call from this site in this session: its frames (formatted once
-                // per process, under the key taken above) go to the stack.
-                let (skey, frames) = rec
-                    .call_method1(intern!(py, "stack_at"), (frame, code, skey))?
-                    .extract::<(Bound<'py, PyAny>, Bound<'py, PyAny>)>()?;
-                rec.call_method1(intern!(py, "_record_stack"), (&entry, skey, frames))?;
+                // per process) go to the stack.
+                let frames = match self.site_frames.get(py, &skey) {
+                    Some(f) => f.into_bound(py),
+                    None => {
+                        let key = PyBytes::new(py, &skey);
+                        let (_, frames) = rec
+                            .call_method1(intern!(py, "stack_at"), (frame, code, key))?
+                            .extract::<(Bound<'py, PyAny>, Bound<'py, PyAny>)>()?;
+                        let frames = frames.cast_into::<StackFrames>()?;
+                        self.site_frames
+                            .insert(skey.clone(), frames.clone().unbind());
+                        frames
+                    }
+                };
+                session
+                    .borrow_mut()
+                    .stack_site(entry.to_cow()?.into_owned(), skey, &frames)?;
             }
         }
         lap.lap(Stage::StackRecord);

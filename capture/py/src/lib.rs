@@ -5,6 +5,7 @@
 
 mod accuracy;
 mod api_call;
+mod call_sites;
 mod cluster;
 mod dlpack;
 mod ptread;
@@ -13,13 +14,15 @@ mod walk;
 
 use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use capture::journal::{Fill, Meta, Record};
-use capture::stats::{TensorInfo, pending_record, tensor_record, type_name};
+use capture::state::RenderedBody;
+use capture::stats::{TensorInfo, pending_record, tensor_record_of, type_name};
 use capture::stats_worker::{StatsJob, StatsWorker, fill_of};
 use capture::tensors::{TensorJob, TensorWriter};
+use dumpfmt::dump::TensorRecord;
 use dumpfmt::json::{Map, Value};
 use pyo3::exceptions::{PyOSError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
@@ -54,6 +57,44 @@ pub(crate) struct TensorRec {
     pub(crate) value: Value,
     /// The pending id of a placeholder whose statistics come later (`Session.fill`).
     pub(crate) pending: Option<u64>,
+    /// The value's text as first written, and the nesting level it was written at: a record
+    /// from the record cache is written again for every call that reads its tensor.
+    rendered: OnceLock<(usize, Vec<u8>)>,
+}
+
+impl TensorRec {
+    pub(crate) fn new(value: Value, pending: Option<u64>) -> TensorRec {
+        TensorRec {
+            value,
+            pending,
+            rendered: OnceLock::new(),
+        }
+    }
+
+    /// [`TensorRec::new`] of a record whose text at `level` is known already.
+    pub(crate) fn with_text(value: Value, level: usize, text: Vec<u8>) -> TensorRec {
+        TensorRec {
+            value,
+            pending: None,
+            rendered: OnceLock::from((level, text)),
+        }
+    }
+
+    /// Writes the value `level` containers deep (as `json::write_python_at` does).
+    pub(crate) fn write_python_at(&self, level: usize, out: &mut Vec<u8>) {
+        if let Some((l, text)) = self.rendered.get()
+            && *l == level
+        {
+            out.extend_from_slice(text);
+            return;
+        }
+        let at = out.len();
+        dumpfmt::json::write_python_at(&self.value, level, out);
+        // A placeholder's text changes once its statistics come: never kept.
+        if self.pending.is_none() {
+            let _ = self.rendered.set((level, out[at..].to_vec()));
+        }
+    }
 }
 
 /// Borrows `nbytes` bytes at `ptr`.
@@ -77,11 +118,11 @@ pub(crate) fn record_in_place(
     info: &TensorInfo<'_>,
     opts: &Options,
     nbytes: usize,
-) -> PyResult<Value> {
+) -> PyResult<TensorRecord> {
     if nbytes < DETACH_MIN_BYTES {
-        tensor_record(info, opts)
+        tensor_record_of(info, opts)
     } else {
-        py.detach(|| tensor_record(info, opts))
+        py.detach(|| tensor_record_of(info, opts))
     }
     .map_err(|e| PyValueError::new_err(e.to_string()))
 }
@@ -152,25 +193,28 @@ fn dict_to_map(d: &Bound<'_, PyDict>, depth: usize, pending: &mut Vec<u64>) -> P
     Ok(m)
 }
 
-/// A call stack's lines, rendered once for every step's journal and stack.json
-/// (`capture::Frames`): what an adapter caches per call site.
-#[pyclass(frozen, module = "numprobe._native")]
-struct StackFrames(Arc<capture::Frames>);
+/// An entry body written key by key (each value at `capture::state::VALUE_LEVEL`) by a walk.
+struct BodyText(RenderedBody);
 
-#[pymethods]
-impl StackFrames {
-    #[new]
-    fn new(lines: Vec<String>) -> StackFrames {
-        StackFrames(Arc::new(capture::Frames::new(lines)))
+impl BodyText {
+    fn new() -> BodyText {
+        // A tensor record renders to about 300 bytes: most bodies fit without growing.
+        BodyText(RenderedBody {
+            text: Vec::with_capacity(1024),
+            parts: Vec::with_capacity(2),
+        })
     }
 
-    /// The lines, as given.
-    fn lines(&self) -> Vec<String> {
-        self.0.lines().to_vec()
-    }
-
-    fn __len__(&self) -> usize {
-        self.0.len()
+    /// Key `key`, its value written by `write`.
+    fn part(
+        &mut self,
+        key: &str,
+        write: impl FnOnce(&mut Vec<u8>) -> PyResult<()>,
+    ) -> PyResult<()> {
+        let at = self.0.text.len();
+        write(&mut self.0.text)?;
+        self.0.parts.push((key.into(), at..self.0.text.len()));
+        Ok(())
     }
 }
 
@@ -201,6 +245,8 @@ struct Session {
     stats_thread_delay: Option<Duration>,
     /// What the native walk of API values needs of torch (`set_walker`).
     walker: Option<Arc<Walker>>,
+    /// The stack group of each call site recorded in this session.
+    sites: call_sites::SiteGroups,
 }
 
 impl Session {
@@ -238,13 +284,7 @@ impl Session {
             .detach(|| pending_record(&info, &opts, id))
             .map_err(|e| PyValueError::new_err(e.to_string()))?;
         self.next_pending += 1;
-        Ok((
-            TensorRec {
-                value,
-                pending: Some(id),
-            },
-            id,
-        ))
+        Ok((TensorRec::new(value, Some(id)), id))
     }
 
     /// Journals `body` into entry `name` (see `entry`); `pending`: the placeholder ids its
@@ -296,6 +336,23 @@ impl Session {
         }
         .map_err(os_err)?;
         inner.fill(fills).map_err(os_err)
+    }
+
+    /// [`Session::commit`] of a body a walk rendered: journaled as it is, unless it holds
+    /// placeholders (their entries are kept as values until their statistics come).
+    fn commit_rendered(
+        &mut self,
+        name: String,
+        body: RenderedBody,
+        pending: Vec<u64>,
+        stack_group: Option<usize>,
+    ) -> PyResult<()> {
+        if !pending.is_empty() {
+            return self.commit(name, body.to_map(), pending, false, stack_group);
+        }
+        self.inner()?
+            .record_rendered(name, body, false, stack_group)
+            .map_err(os_err)
     }
 
     /// A walk of one entry's values with the session's settings; no borrow of the session is
@@ -431,6 +488,7 @@ impl Session {
             keep_journal,
             stats_thread_delay: stats_thread_delay_ms.map(Duration::from_millis),
             walker: None,
+            sites: call_sites::SiteGroups::default(),
         })
     }
 
@@ -466,11 +524,8 @@ impl Session {
             torch_threads: self.torch_threads,
             torch_mean_norm: mean_norm,
         };
-        let value = record_in_place(py, &info, &self.opts, nbytes)?;
-        Ok(TensorRec {
-            value,
-            pending: None,
-        })
+        let value = record_in_place(py, &info, &self.opts, nbytes)?.to_value();
+        Ok(TensorRec::new(value, None))
     }
 
     /// A placeholder record of a statistics-mode PyTorch tensor whose statistics the
@@ -532,15 +587,7 @@ impl Session {
         let done = self.collect(py, wait_for.as_deref().unwrap_or(&[]), all)?;
         Ok(done
             .into_iter()
-            .map(|(id, r)| {
-                (
-                    id,
-                    r.map(|value| TensorRec {
-                        value,
-                        pending: None,
-                    }),
-                )
-            })
+            .map(|(id, r)| (id, r.map(|value| TensorRec::new(value, None))))
             .collect())
     }
 
@@ -734,15 +781,13 @@ impl Session {
     ) -> PyResult<bool> {
         let mut lap = Lap::start();
         let mut walk = Session::walk(slf, name, recorder, lazy_tf)?;
-        let input_args = walk.list(args, "input")?;
-        let input_kwargs = walk.kwargs(kwargs)?;
+        let mut body = BodyText::new();
+        body.part("input_args", |out| walk.list(args, "input", out))?;
+        body.part("input_kwargs", |out| walk.kwargs(kwargs, out))?;
         lap.lap(Stage::InputWalk);
-        let body = Map::new()
-            .with("input_args", input_args)
-            .with("input_kwargs", input_kwargs);
         let name = name.to_cow()?.into_owned();
         slf.borrow_mut()
-            .commit(name, body, walk.pending, false, stack_group)?;
+            .commit_rendered(name, body.0, walk.pending, stack_group)?;
         lap.lap(Stage::InputCommit);
         Ok(stack_group.is_some())
     }
@@ -760,12 +805,12 @@ impl Session {
     ) -> PyResult<()> {
         let mut lap = Lap::start();
         let mut walk = Session::walk(slf, name, recorder, lazy_tf)?;
-        let output = walk.outputs(out)?;
+        let mut body = BodyText::new();
+        body.part("output", |o| walk.outputs(out, o))?;
         lap.lap(Stage::OutputWalk);
-        let body = Map::new().with("output", output);
         let name = name.to_cow()?.into_owned();
         slf.borrow_mut()
-            .commit(name, body, walk.pending, false, None)?;
+            .commit_rendered(name, body.0, walk.pending, None)?;
         lap.lap(Stage::OutputCommit);
         Ok(())
     }
@@ -783,7 +828,7 @@ impl Session {
         lazy_tf: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<()> {
         let mut walk = Session::walk(slf, name, recorder, lazy_tf)?;
-        let mut body = Map::with_capacity(lists.len());
+        let mut body = BodyText::new();
         for (key, seq) in &lists {
             let path_name = match key.as_str() {
                 "input" => "input",
@@ -794,12 +839,21 @@ impl Session {
                     )));
                 }
             };
-            let v = walk.list(seq, path_name)?;
-            body.insert(path_name, v);
+            if body
+                .0
+                .parts
+                .iter()
+                .any(|(k, _)| k.as_str() == Some(path_name))
+            {
+                return Err(PyValueError::new_err(format!(
+                    "list key {path_name} given twice"
+                )));
+            }
+            body.part(path_name, |out| walk.list(seq, path_name, out))?;
         }
         let name = name.to_cow()?.into_owned();
         slf.borrow_mut()
-            .commit(name, body, walk.pending, false, None)
+            .commit_rendered(name, body.0, walk.pending, None)
     }
 
     fn remove(&mut self, name: String) -> PyResult<()> {
@@ -808,11 +862,11 @@ impl Session {
             .map_err(os_err)
     }
 
-    /// Records `name`'s call stack (a [`StackFrames`] kept per call site, or a list of
+    /// Records `name`'s call stack (a [`call_sites::StackFrames`] kept per call site, or a list of
     /// lines); returns its stack group for [`Session::stack_ref`].
     fn stack(&mut self, name: String, frames: &Bound<'_, PyAny>) -> PyResult<usize> {
         let inner = self.inner()?;
-        match frames.cast::<StackFrames>() {
+        match frames.cast::<call_sites::StackFrames>() {
             Ok(f) => inner.stack_frames(name, &f.get().0),
             Err(_) => inner.stack(name, frames.extract()?),
         }
@@ -822,6 +876,33 @@ impl Session {
     /// Records `name`'s call stack as the frames of stack group `group` of this session.
     fn stack_ref(&mut self, name: String, group: usize) -> PyResult<()> {
         self.inner()?.stack_ref(name, group).map_err(os_err)
+    }
+
+    /// The stack group of the call site whose key (`stack_key`) is `key` in this session,
+    /// None when no entry of it was recorded yet.
+    fn site_group(&self, key: &[u8]) -> Option<usize> {
+        self.sites.get(key)
+    }
+
+    /// Records `name`'s call stack as that of the call site `key`: a reference to the site's
+    /// group when the session has one, else `frames` (a [`call_sites::StackFrames`]) as
+    /// [`Session::stack`] records them. Returns the group.
+    fn stack_site(
+        &mut self,
+        name: String,
+        key: Vec<u8>,
+        frames: &Bound<'_, call_sites::StackFrames>,
+    ) -> PyResult<usize> {
+        if let Some(g) = self.sites.get(&key) {
+            self.stack_ref(name, g)?;
+            return Ok(g);
+        }
+        let g = self
+            .inner()?
+            .stack_frames(name, &frames.get().0)
+            .map_err(os_err)?;
+        self.sites.insert(key, g);
+        Ok(g)
     }
 
     #[pyo3(signature = (name, parent=None))]
@@ -946,103 +1027,6 @@ pub(crate) fn sample_hash(b: &[u8]) -> u64 {
     h
 }
 
-// Frame accessors of CPython's full API (3.9 on): the wheel is built for the limited API,
-// whose headers leave them out, but every CPython the package supports exports them.
-unsafe extern "C" {
-    static mut PyFrame_Type: pyo3::ffi::PyTypeObject;
-    fn PyFrame_GetBack(frame: *mut pyo3::ffi::PyObject) -> *mut pyo3::ffi::PyObject;
-    fn PyFrame_GetCode(frame: *mut pyo3::ffi::PyObject) -> *mut pyo3::ffi::PyObject;
-}
-
-/// `int PyFrame_GetLasti(PyFrameObject *)` (CPython 3.11 on).
-type GetLasti = unsafe extern "C" fn(*mut pyo3::ffi::PyObject) -> std::os::raw::c_int;
-
-/// CPython's `PyFrame_GetLasti` where the interpreter exports it (3.11 on), found at run time
-/// because the package also loads into 3.9 and 3.10; `None` there, and the key reads
-/// `f_lasti` (a Python int per frame, the cost this saves).
-fn frame_get_lasti() -> Option<GetLasti> {
-    static FOUND: std::sync::OnceLock<Option<GetLasti>> = std::sync::OnceLock::new();
-    *FOUND.get_or_init(|| {
-        #[cfg(target_os = "linux")]
-        {
-            unsafe extern "C" {
-                fn dlsym(
-                    handle: *mut std::ffi::c_void,
-                    symbol: *const std::ffi::c_char,
-                ) -> *mut std::ffi::c_void;
-            }
-            // SAFETY: RTLD_DEFAULT (null on Linux) searches the loaded objects; the symbol,
-            // when present, is CPython's function of the signature above.
-            unsafe {
-                let p = dlsym(std::ptr::null_mut(), c"PyFrame_GetLasti".as_ptr());
-                (!p.is_null()).then(|| std::mem::transmute::<*mut std::ffi::c_void, GetLasti>(p))
-            }
-        }
-        #[cfg(not(target_os = "linux"))]
-        {
-            None
-        }
-    })
-}
-
-/// The call-site key of the stack from `frame` outwards (the recorder's stack cache,
-/// capture/python/numprobe/pytorch/_stacks.py): `skip`, then each frame's code object address
-/// and instruction offset (`f_lasti`), as 8-byte little-endian words. The same walk in Python
-/// costs about 0.3 µs a frame, paid by every recorded API of a deep model. The offset fixes
-/// the line (a code object's line table does not change) and is read in constant time, where
-/// the line number scans the line table up to it (CPython 3.11's `_PyCode_CheckLineNumber`
-/// was 6% of a recorded tiny Llama step); a line reached by two offsets only gets two keys
-/// with equal frames.
-#[pyfunction]
-fn stack_key<'py>(
-    py: Python<'py>,
-    frame: &Bound<'py, PyAny>,
-    skip: usize,
-) -> PyResult<Bound<'py, pyo3::types::PyBytes>> {
-    let ptr = frame.as_ptr();
-    // SAFETY: reading the type of a live object; PyFrame_Type is CPython's frame type.
-    if unsafe { pyo3::ffi::Py_TYPE(ptr) != std::ptr::addr_of_mut!(PyFrame_Type) } {
-        return Err(PyTypeError::new_err("stack_key needs a frame object"));
-    }
-    let mut key: Vec<u8> = Vec::with_capacity(16 * 64 + 8);
-    key.extend_from_slice(&(skip as u64).to_le_bytes());
-    let lasti_name = pyo3::intern!(py, "f_lasti").as_ptr();
-    let get_lasti = frame_get_lasti();
-    // SAFETY: `f` is always a frame we hold a strong reference to (the caller's `frame`, then
-    // each new reference PyFrame_GetBack returns); every new reference is released, on the
-    // error path too.
-    unsafe {
-        let mut f = ptr;
-        pyo3::ffi::Py_INCREF(f);
-        while !f.is_null() {
-            let code = PyFrame_GetCode(f);
-            key.extend_from_slice(&(code as usize as u64).to_le_bytes());
-            pyo3::ffi::Py_DECREF(code);
-            let at = if let Some(get_lasti) = get_lasti {
-                i64::from(get_lasti(f))
-            } else {
-                let lasti = pyo3::ffi::PyObject_GetAttr(f, lasti_name);
-                if lasti.is_null() {
-                    pyo3::ffi::Py_DECREF(f);
-                    return Err(PyErr::fetch(py));
-                }
-                let at = pyo3::ffi::PyLong_AsLongLong(lasti);
-                pyo3::ffi::Py_DECREF(lasti);
-                if at == -1 && !pyo3::ffi::PyErr_Occurred().is_null() {
-                    pyo3::ffi::Py_DECREF(f);
-                    return Err(PyErr::fetch(py));
-                }
-                at
-            };
-            key.extend_from_slice(&at.to_le_bytes());
-            let back = PyFrame_GetBack(f);
-            pyo3::ffi::Py_DECREF(f);
-            f = back;
-        }
-    }
-    Ok(pyo3::types::PyBytes::new(py, &key))
-}
-
 /// float32 `(mean, norm)` of `nbytes` bytes at `ptr` in PyTorch's CPU summation order for
 /// `threads` torch threads (what `torch.mean`/`torch.norm` give; exposed for tests).
 #[pyfunction]
@@ -1126,7 +1110,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     cluster::register(m)?;
     m.add_class::<Session>()?;
     m.add_class::<TensorRec>()?;
-    m.add_class::<StackFrames>()?;
+    m.add_class::<call_sites::StackFrames>()?;
     m.add_class::<api_call::ApiCalls>()?;
     m.add_function(wrap_pyfunction!(api_call::busy, m)?)?;
     m.add_function(wrap_pyfunction!(stage_timers::stage_times, m)?)?;
@@ -1137,7 +1121,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(wait_durable, m)?)?;
     m.add_function(wrap_pyfunction!(dlpack_dtypes, m)?)?;
     m.add_function(wrap_pyfunction!(fingerprint, m)?)?;
-    m.add_function(wrap_pyfunction!(stack_key, m)?)?;
+    m.add_function(wrap_pyfunction!(call_sites::stack_key, m)?)?;
     m.add_function(wrap_pyfunction!(torch_order_mean_norm, m)?)?;
     m.add_function(wrap_pyfunction!(kernel_statistics, m)?)?;
     Ok(())

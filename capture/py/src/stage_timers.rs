@@ -8,9 +8,9 @@
 pub(crate) enum Stage {
     /// Counter, entry name, session, call-site key of the stack.
     Head,
-    /// The input values walked into records (their statistics included).
+    /// The input values walked and their records written as text (statistics included).
     InputWalk,
-    /// The input entry rendered, journaled and merged into the dump.
+    /// The input entry journaled and merged into the dump.
     InputCommit,
     /// Device statistics read back past their bound; a new call site's frames recorded.
     StackRecord,

@@ -1,9 +1,12 @@
-//! The records of an API call's arguments and outputs, built in one native call per entry.
+//! The records of an API call's arguments and outputs, written as dump.json text in one
+//! native call per entry.
 //!
 //! The recorder's Python walk (`_values.py`) costs a few microseconds per value: a Python
 //! frame per level, a dict per record, then a second walk here to turn the dicts into JSON
 //! values. Small ops are most of a real model's calls, so that cost is most of a recorded
-//! step. This walk takes the values msprobe records the same way every time (None, bools,
+//! step. The walk writes each record's text at its place in the entry (`PyContainer`,
+//! `TensorRecord::write_python_at`) instead of building JSON values to render afterwards;
+//! a record of the record cache keeps its text for the next call that reads its tensor. This walk takes the values msprobe records the same way every time (None, bools,
 //! ints, floats, strings, plain lists and tuples, contiguous CPU tensors (large ones through
 //! the recorder's record cache, `stats_cache`), and float32 transposes under torch's order)
 //! and hands everything else to the recorder's own `value` / `outputs`, so the records are
@@ -20,8 +23,10 @@
 
 use std::sync::Arc;
 
+use capture::state::VALUE_LEVEL;
 use capture::stats::{TensorInfo, type_name};
-use dumpfmt::json::{Map, Value};
+use dumpfmt::dump::TensorRecord;
+use dumpfmt::json::{self, PyContainer, Value};
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::intern;
 use pyo3::prelude::*;
@@ -143,8 +148,19 @@ enum Step<'py> {
     Key(Bound<'py, PyAny>),
 }
 
-fn record(type_name: &str, value: Value) -> Value {
-    Value::Object(Map::new().with("type", type_name).with("value", value))
+/// `{"type": type_name, "value": ...}` (msprobe's record of a scalar) `level` containers deep,
+/// its value written by `write` (at the member level).
+fn write_record(
+    out: &mut Vec<u8>,
+    level: usize,
+    type_name: &str,
+    write: impl FnOnce(&mut Vec<u8>, usize),
+) {
+    let mut c = PyContainer::object(out, level);
+    let inner = c.member_level();
+    json::write_python_text(type_name, c.key("type"));
+    write(c.key("value"), inner);
+    c.end();
 }
 
 /// A Python int as JSON: beyond i64, its decimal text (Python's json writes big ints whole).
@@ -193,14 +209,17 @@ impl<'py> Walk<'py> {
         Ok(())
     }
 
-    /// The recorder's record of `v` (its `value` method).
+    /// The recorder's record of `v` (its `value` method), written `level` containers deep.
+    #[allow(clippy::too_many_arguments)]
     fn fallback(
         &mut self,
         v: &Bound<'py, PyAny>,
         path: &[Step<'py>],
         kwname: Option<&Bound<'py, PyString>>,
         depth: usize,
-    ) -> PyResult<Value> {
+        level: usize,
+        out: &mut Vec<u8>,
+    ) -> PyResult<()> {
         let py = v.py();
         let steps = path.iter().map(|s| -> PyResult<Bound<'py, PyAny>> {
             Ok(match s {
@@ -214,42 +233,74 @@ impl<'py> Walk<'py> {
         let rec = self
             .recorder
             .call_method1(intern!(py, "value"), (v, &self.entry, path, kwname, depth))?;
-        to_value(&rec, 0, &mut self.pending)
+        self.write_py(&rec, level, out)
     }
 
-    /// The record of `v` at `path`, as the recorder's `value` gives it.
+    /// A value the recorder made (a record, or lists and dicts of them), written `level`
+    /// containers deep; a record object is written as it is, without a copy.
+    fn write_py(
+        &mut self,
+        rec: &Bound<'py, PyAny>,
+        level: usize,
+        out: &mut Vec<u8>,
+    ) -> PyResult<()> {
+        if let Ok(r) = rec.cast::<TensorRec>() {
+            let r = r.get();
+            self.pending.extend(r.pending);
+            r.write_python_at(level, out);
+            return Ok(());
+        }
+        let value = to_value(rec, 0, &mut self.pending)?;
+        json::write_python_at(&value, level, out);
+        Ok(())
+    }
+
+    /// The record of `v` at `path`, as the recorder's `value` gives it, written `level`
+    /// containers deep.
+    #[allow(clippy::too_many_arguments)]
     fn value(
         &mut self,
         v: &Bound<'py, PyAny>,
         path: &mut Vec<Step<'py>>,
         kwname: Option<&Bound<'py, PyString>>,
         depth: usize,
-    ) -> PyResult<Value> {
+        level: usize,
+        out: &mut Vec<u8>,
+    ) -> PyResult<()> {
         let py = v.py();
         if v.is_none() {
-            return Ok(Value::Null);
+            out.extend_from_slice(b"null");
+            return Ok(());
         }
         if let Ok(b) = v.cast_exact::<PyBool>() {
-            return Ok(record("bool", Value::Bool(b.is_true())));
+            let b = b.is_true();
+            write_record(out, level, "bool", |o, _| json::write_python_bool(b, o));
+            return Ok(());
         }
         if let Ok(i) = v.cast_exact::<PyInt>() {
-            return Ok(record("int", int_value(i)?));
+            let i = int_value(i)?;
+            write_record(out, level, "int", |o, l| json::write_python_at(&i, l, o));
+            return Ok(());
         }
         if let Ok(f) = v.cast_exact::<PyFloat>() {
-            return Ok(record("float", Value::Float(f.value())));
+            let f = f.value();
+            write_record(out, level, "float", |o, _| json::write_python_float(f, o));
+            return Ok(());
         }
         if let Ok(s) = v.cast_exact::<PyString>() {
             let device = kwname.is_some_and(|k| k.to_cow().is_ok_and(|k| k == "device"));
             let t = if device { "torch.device" } else { "str" };
-            return Ok(record(t, Value::from(s.to_cow()?.as_ref())));
+            let text = s.to_cow()?;
+            write_record(out, level, t, |o, _| json::write_python_text(&text, o));
+            return Ok(());
         }
         let ty = v.get_type();
         let walker = Arc::clone(&self.walker);
         if ty.is(walker.tensor.bind(py)) || ty.is(walker.parameter.bind(py)) {
-            if let Some(rec) = self.tensor(v)? {
-                return Ok(rec);
+            if self.tensor(v, level, out)? {
+                return Ok(());
             }
-            return self.fallback(v, path, kwname, depth);
+            return self.fallback(v, path, kwname, depth, level, out);
         }
         let list = v.cast_exact::<PyList>().ok();
         let tuple = v.cast_exact::<PyTuple>().ok();
@@ -262,28 +313,31 @@ impl<'py> Walk<'py> {
                 (_, Some(t)) => t.iter().collect(),
                 _ => unreachable!("one of them is set"),
             };
-            let mut out = Vec::with_capacity(items.len());
+            let mut c = PyContainer::array(out, level);
+            let inner = c.member_level();
             for (i, x) in items.iter().enumerate() {
                 path.push(Step::Index(i));
-                let r = self.value(x, path, None, depth + 1);
+                let r = self.value(x, path, None, depth + 1, inner, c.item());
                 path.pop();
-                out.push(r?);
+                r?;
             }
-            return Ok(Value::Array(out));
+            c.end();
+            return Ok(());
         }
-        self.fallback(v, path, kwname, depth)
+        self.fallback(v, path, kwname, depth, level, out)
     }
 
-    /// The record of a plain tensor whose bytes can be read in place, or `None` for the
+    /// Writes the record of a plain tensor whose bytes can be read in place `level`
+    /// containers deep and returns true, or writes nothing and returns false for the
     /// recorder's path (another device or layout, other strides, cached sizes, saved tensors).
     /// Read in place: a contiguous tensor, and under torch's order a float32 permutation of
     /// a contiguous layout (a transpose), which torch reduces in memory order (`_values.py`).
-    fn tensor(&mut self, v: &Bound<'py, PyAny>) -> PyResult<Option<Value>> {
+    fn tensor(&mut self, v: &Bound<'py, PyAny>, level: usize, out: &mut Vec<u8>) -> PyResult<bool> {
         let py = v.py();
         let walker = Arc::clone(&self.walker);
         let w = &*walker;
         if !w.fast || !v.getattr(intern!(py, "layout"))?.is(w.strided.bind(py)) {
-            return Ok(None);
+            return Ok(false);
         }
         let placement = match &w.to_dlpack {
             Some(f) => dlpack::placement(f.bind(py), v),
@@ -291,14 +345,14 @@ impl<'py> Walk<'py> {
         };
         let layout = match placement {
             Placement::Cpu(l) => Some(l),
-            Placement::Elsewhere => return Ok(None),
+            Placement::Elsewhere => return Ok(false),
             Placement::Unknown if !v.getattr(intern!(py, "is_cpu"))?.extract::<bool>()? => {
-                return Ok(None);
+                return Ok(false);
             }
             Placement::Unknown => None,
         };
         if v.call_method0(intern!(py, "is_neg"))?.extract::<bool>()? {
-            return Ok(None);
+            return Ok(false);
         }
         let contiguous = match &layout {
             Some(l) => dlpack::is_contiguous(&l.shape, &l.strides),
@@ -318,7 +372,7 @@ impl<'py> Walk<'py> {
                 let dtype = v.getattr(intern!(py, "dtype"))?;
                 match w.dtypes.iter().find(|d| d.obj.bind(py).is(&dtype)) {
                     Some(dt) => dt,
-                    None => return Ok(None),
+                    None => return Ok(false),
                 }
             }
         };
@@ -327,12 +381,12 @@ impl<'py> Walk<'py> {
         let in_place =
             contiguous || (f32 && w.torch_order && self.opts.mode == SummaryMode::Statistics);
         if !in_place {
-            return Ok(None);
+            return Ok(false);
         }
         let dname = &dt.name;
         // Only complex tensors carry a conjugate bit.
         if dname.contains("complex") && v.call_method0(intern!(py, "is_conj"))?.extract::<bool>()? {
-            return Ok(None);
+            return Ok(false);
         }
         let (shape, strides, ptr) = match layout {
             Some(l) => (l.shape, Some(l.strides), Some(l.ptr)),
@@ -358,10 +412,11 @@ impl<'py> Walk<'py> {
                         "torch.float32" | "torch.float16" | "torch.bfloat16"
                     );
                 if async_float {
-                    return Ok(None);
+                    return Ok(false);
                 }
                 let ptr = data_ptr(v)?;
-                return self.cached(v, ptr, &shape, dt, nbytes).map(Some);
+                self.cached(v, ptr, &shape, dt, nbytes, level, out)?;
+                return Ok(true);
             }
             nbytes
         } else {
@@ -371,7 +426,7 @@ impl<'py> Walk<'py> {
             };
             // No record cache on this path (the recorder caches contiguous tensors only).
             if numel * 4 < w.torch_order_below_bytes || !is_dense(&shape, &strides) {
-                return Ok(None);
+                return Ok(false);
             }
             numel * 4
         };
@@ -382,7 +437,7 @@ impl<'py> Walk<'py> {
             && !shape.is_empty()
             && f32
         {
-            return Ok(None);
+            return Ok(false);
         }
         let ptr: usize = if nbytes > 0 { data_ptr(v)? } else { 0 };
         let requires_grad = v.getattr(intern!(py, "requires_grad"))?.extract::<bool>()?;
@@ -390,13 +445,9 @@ impl<'py> Walk<'py> {
         // exactly once (contiguous, or a dense permutation: checked above), held by the
         // caller's arguments for the whole call.
         let bytes = unsafe { borrow(ptr, nbytes) };
-        Ok(Some(self.summarise(
-            py,
-            bytes,
-            dname,
-            &shape,
-            requires_grad,
-        )?))
+        self.summarise(py, bytes, dname, &shape, requires_grad)?
+            .write_python_at(level, out);
+        Ok(true)
     }
 
     /// The record of a tensor whose elements are `bytes`, in the session's summary mode.
@@ -407,7 +458,7 @@ impl<'py> Walk<'py> {
         dname: &str,
         shape: &[usize],
         requires_grad: bool,
-    ) -> PyResult<Value> {
+    ) -> PyResult<TensorRecord> {
         let mut lap = Lap::start();
         let info = TensorInfo {
             type_name: type_name(self.opts.flavour),
@@ -428,6 +479,7 @@ impl<'py> Walk<'py> {
     /// recorder's `_cached_tensor`, on its cache: an API's output is the next one's input,
     /// a parameter is read by several calls). Unchanged: the same live storage, data
     /// pointer, shape, dtype, requires_grad, version counter and content sample.
+    #[allow(clippy::too_many_arguments)]
     fn cached(
         &mut self,
         v: &Bound<'py, PyAny>,
@@ -435,7 +487,9 @@ impl<'py> Walk<'py> {
         shape: &[usize],
         dt: &Dtype,
         nbytes: usize,
-    ) -> PyResult<Value> {
+        level: usize,
+        out: &mut Vec<u8>,
+    ) -> PyResult<()> {
         let py = v.py();
         let dname = dt.name.as_str();
         let rg = v.getattr(intern!(py, "requires_grad"))?.extract::<bool>()?;
@@ -443,15 +497,19 @@ impl<'py> Walk<'py> {
         // the caller), held by the caller's arguments for the whole call.
         let bytes = unsafe { borrow(ptr, nbytes) };
         let compute = |walk: &Self| walk.summarise(py, bytes, dname, shape, rg);
+        let uncached = |walk: &Self, out: &mut Vec<u8>| -> PyResult<()> {
+            compute(walk)?.write_python_at(level, out);
+            Ok(())
+        };
         // Inference tensors have no version counter: not cached.
         let version = match v.getattr(intern!(py, "_version")) {
             Ok(x) => x,
-            Err(e) if e.is_instance_of::<PyRuntimeError>(py) => return compute(self),
+            Err(e) if e.is_instance_of::<PyRuntimeError>(py) => return uncached(self, out),
             Err(e) => return Err(e),
         };
         let storage = match v.call_method0(intern!(py, "untyped_storage")) {
             Ok(x) => x,
-            Err(e) if e.is_instance_of::<PyRuntimeError>(py) => return compute(self),
+            Err(e) if e.is_instance_of::<PyRuntimeError>(py) => return uncached(self, out),
             Err(e) => return Err(e),
         };
         let storage_type = self.walker.storage.bind(py);
@@ -481,70 +539,84 @@ impl<'py> Walk<'py> {
                 && hit.get_item(2)?.extract::<u64>()? == sample
             {
                 let rec = hit.get_item(3)?;
-                return to_value(&rec, 0, &mut self.pending);
+                return self.write_py(&rec, level, out);
             }
             storage_type.call_method1(intern!(py, "_free_weak_ref"), (&wref,))?;
             cache.del_item(&key)?;
         }
-        let value = compute(self)?;
+        let record = compute(self)?;
+        let at = out.len();
+        record.write_python_at(level, out);
         let rec = Bound::new(
             py,
-            TensorRec {
-                value: value.clone(),
-                pending: None,
-            },
+            TensorRec::with_text(record.to_value(), level, out[at..].to_vec()),
         )?;
         let wref = storage.call_method0(intern!(py, "_weak_ref"))?;
         cache.set_item(key, (wref, version, sample, rec))?;
-        Ok(value)
+        Ok(())
     }
 
-    /// `[record of x for x in seq]`, the path of each member being `(path_name, i)`.
+    /// `[record of x for x in seq]`, the path of each member being `(path_name, i)`, written
+    /// as an entry body's value (at `VALUE_LEVEL`).
     pub(crate) fn list(
         &mut self,
         seq: &Bound<'py, PyAny>,
         path_name: &'static str,
-    ) -> PyResult<Value> {
+        out: &mut Vec<u8>,
+    ) -> PyResult<()> {
         let items: Vec<Bound<'py, PyAny>> = seq.try_iter()?.collect::<PyResult<_>>()?;
         let mut path = vec![Step::Name(path_name)];
-        let mut out = Vec::with_capacity(items.len());
+        let mut c = PyContainer::array(out, VALUE_LEVEL);
+        let inner = c.member_level();
         for (i, x) in items.iter().enumerate() {
             path.push(Step::Index(i));
-            let r = self.value(x, &mut path, None, 0);
+            let r = self.value(x, &mut path, None, 0, inner, c.item());
             path.pop();
-            out.push(r?);
+            r?;
         }
-        Ok(Value::Array(out))
+        c.end();
+        Ok(())
     }
 
-    /// `{k: record of v}` of keyword arguments, the path of each being `("kwargs", k)`.
-    pub(crate) fn kwargs(&mut self, kwargs: &Bound<'py, PyDict>) -> PyResult<Value> {
-        let mut m = Map::with_capacity(kwargs.len());
+    /// `{k: record of v}` of keyword arguments, the path of each being `("kwargs", k)`,
+    /// written as an entry body's value.
+    pub(crate) fn kwargs(
+        &mut self,
+        kwargs: &Bound<'py, PyDict>,
+        out: &mut Vec<u8>,
+    ) -> PyResult<()> {
+        let mut c = PyContainer::object(out, VALUE_LEVEL);
+        let inner = c.member_level();
         for (k, v) in kwargs.iter() {
             let name = k.cast::<PyString>()?.clone();
+            let key = name.to_cow()?;
             let mut path = vec![Step::Name("kwargs"), Step::Key(k.clone())];
-            let r = self.value(&v, &mut path, Some(&name), 0)?;
-            m.insert(name.to_cow()?.into_owned(), r);
+            self.value(&v, &mut path, Some(&name), 0, inner, c.key(&key))?;
         }
-        Ok(Value::Object(m))
+        c.end();
+        Ok(())
     }
 
     /// The `output` list of an API call as msprobe makes it: a plain tuple's members, any
     /// other tuple (a namedtuple, `torch.return_types`, `torch.Size`) as the recorder makes it,
-    /// anything else as one member.
-    pub(crate) fn outputs(&mut self, out: &Bound<'py, PyAny>) -> PyResult<Value> {
-        let py = out.py();
-        if out.is_exact_instance_of::<PyTuple>() {
-            return self.list(out, "output");
+    /// anything else as one member; written as an entry body's value.
+    pub(crate) fn outputs(&mut self, v: &Bound<'py, PyAny>, out: &mut Vec<u8>) -> PyResult<()> {
+        let py = v.py();
+        if v.is_exact_instance_of::<PyTuple>() {
+            return self.list(v, "output", out);
         }
-        if out.is_instance_of::<PyTuple>() {
+        if v.is_instance_of::<PyTuple>() {
             self.torch_functions_off()?;
             let rec = self
                 .recorder
-                .call_method1(intern!(py, "outputs"), (out, &self.entry))?;
-            return to_value(&rec, 0, &mut self.pending);
+                .call_method1(intern!(py, "outputs"), (v, &self.entry))?;
+            return self.write_py(&rec, VALUE_LEVEL, out);
         }
         let mut path = vec![Step::Name("output"), Step::Index(0)];
-        Ok(Value::Array(vec![self.value(out, &mut path, None, 0)?]))
+        let mut c = PyContainer::array(out, VALUE_LEVEL);
+        let inner = c.member_level();
+        self.value(v, &mut path, None, 0, inner, c.item())?;
+        c.end();
+        Ok(())
     }
 }

@@ -94,6 +94,7 @@ def _make_api_wrapper(orig, api):
     native = prefix != "Distributed"
     # Left out of the call's stack (a Python-level original's own frame).
     code = getattr(orig, "__code__", None)
+    key = prefix + "." + name  # the counter's key, made once
 
     def wrapper(*args, **kwargs):
         rec = _ACTIVE[0]
@@ -102,7 +103,7 @@ def _make_api_wrapper(orig, api):
         calls = rec.native_calls
         if native and calls is not None and not rec.async_jobs and not rec.async_storages:
             # The common configuration: the whole call recorded by one native call.
-            return calls.call(orig, code, prefix, name, args, kwargs)
+            return calls.call(orig, code, prefix, name, key, args, kwargs)
         return rec.call_api(api, orig, args, kwargs, inner_busy=True)
 
     wrapper.__name__ = getattr(orig, "__name__", api[1])
@@ -338,7 +339,7 @@ class ApiHooks:
                 skey, frames = self.stack(getattr(func, "__code__", None))
                 # A call site seen before in this session: its stack reference goes into the
                 # journal with the input entry, in one write.
-                gid = self.stack_gids.get(skey)
+                gid = self.session.site_group(skey)
             if "forward" in modes and "input" in modes and cfg.task != "structure":
                 in_args = _masked(args, ignore[0]) if ignore else args
                 in_kwargs = ({k: (None if k in ignore[1] else v) for k, v in kwargs.items()}

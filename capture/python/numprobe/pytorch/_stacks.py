@@ -1,5 +1,6 @@
 """Call stacks for stack.json: cached by code object and instruction offset, and journaled as a
-reference to their group when a call site repeats within a session."""
+reference to their group when a call site repeats within a session (the session keeps the
+groups by key: ``Session.site_group``, ``Session.stack_site``)."""
 import linecache
 import os
 import sys
@@ -19,7 +20,6 @@ class Stacks:
 
     def _init_stacks(self):
         self.stack_cache = {}  # call-site key -> (frames, code objects)
-        self.stack_gids = {}  # call-site key -> stack group of the current session
 
     def stack(self, skip_code=None):
         """The caller's frames (from two levels up) as stack.json lines, and their key (see
@@ -55,8 +55,4 @@ class Stacks:
 
     def _record_stack(self, entry, key, frames):
         # A call site seen before in this session is journaled as a reference to its group.
-        gid = self.stack_gids.get(key)
-        if gid is None:
-            self.stack_gids[key] = self.session.stack(entry, frames)
-        else:
-            self.session.stack_ref(entry, gid)
+        self.session.stack_site(entry, key, frames)

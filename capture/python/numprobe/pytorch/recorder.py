@@ -88,7 +88,6 @@ class Recorder(StepSession, ApiHooks, ModuleHooks, Values, DeviceStats, StatsThr
                 "stats_thread_delay_ms": self.stats_thread_delay_ms}
 
     def session_opened(self):
-        self.stack_gids = {}
         self.async_stats = self._async_stats_wanted()
         # The native walk of API values (capture/py/src/walk.rs) records what it can read in
         # place and hands the rest back to ``value``/``outputs``; tensor files stay with them.
