@@ -53,8 +53,8 @@ pub(crate) type DlType = (u8, u8, u16);
 /// Where a CPU tensor's elements are.
 #[derive(Debug, PartialEq)]
 pub(crate) struct CpuLayout {
-    /// The export's element type; which torch dtype it stands for is learnt per session from
-    /// torch's own exports ([`dtype_table`]), never assumed.
+    /// The export's element type; which torch dtype it stands for is learnt once per process
+    /// from torch's own exports ([`dtype_table`]), never assumed.
     pub(crate) dtype: DlType,
     pub(crate) shape: Vec<usize>,
     /// In elements.

@@ -862,8 +862,8 @@ impl Session {
             .map_err(os_err)
     }
 
-    /// Records `name`'s call stack (a [`call_sites::StackFrames`] kept per call site, or a list of
-    /// lines); returns its stack group for [`Session::stack_ref`].
+    /// Records `name`'s call stack (a [`call_sites::StackFrames`] kept per call site, or a
+    /// list of lines); returns its stack group for [`Session::stack_ref`].
     fn stack(&mut self, name: String, frames: &Bound<'_, PyAny>) -> PyResult<usize> {
         let inner = self.inner()?;
         match frames.cast::<call_sites::StackFrames>() {

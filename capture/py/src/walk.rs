@@ -4,13 +4,14 @@
 //! The recorder's Python walk (`_values.py`) costs a few microseconds per value: a Python
 //! frame per level, a dict per record, then a second walk here to turn the dicts into JSON
 //! values. Small ops are most of a real model's calls, so that cost is most of a recorded
-//! step. The walk writes each record's text at its place in the entry (`PyContainer`,
-//! `TensorRecord::write_python_at`) instead of building JSON values to render afterwards;
-//! a record of the record cache keeps its text for the next call that reads its tensor. This walk takes the values msprobe records the same way every time (None, bools,
+//! step. This walk takes the values msprobe records the same way every time (None, bools,
 //! ints, floats, strings, plain lists and tuples, contiguous CPU tensors (large ones through
 //! the recorder's record cache, `stats_cache`), and float32 transposes under torch's order)
 //! and hands everything else to the recorder's own `value` / `outputs`, so the records are
-//! those of the Python walk, value for value. A tensor's device, shape, strides, data
+//! those of the Python walk, value for value. It writes each record's text at its place in
+//! the entry (`PyContainer`, `TensorRecord::write_python_at`) instead of building JSON values
+//! to render afterwards; a record of the record cache keeps its text for the next call that
+//! reads its tensor. A tensor's device, shape, strides, data
 //! address and (for the dtypes DLPack tells apart) dtype come from torch's DLPack export in
 //! one call (`dlpack.rs`); its negative and conjugate bits and requires_grad from its
 //! attributes.
