@@ -12,7 +12,10 @@ on), and each build over the bare median and minimum.
       [--workload llama] [--threads 1] [--rounds 30] [--steps 4]
 
 A build is a directory holding the `numprobe` package (pip install --target DIR ./capture).
-Workloads as in capture_per_api.py.
+Workloads as in capture_per_api.py. A build made with `MATURIN_PEP517_ARGS="--features
+calls-unrecorded"` runs every call of the native path unrecorded after counting it: beside a
+bare run and a recording build it splits what recording adds into the mechanism (the
+namespace wrappers, the native call, start/stop/step) and the recording itself.
 """
 import argparse
 import json

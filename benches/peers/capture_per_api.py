@@ -1,6 +1,8 @@
 """Where numprobe's per-API capture time goes (statistics L1), beside msprobe 26.2.
 
-Workloads: `ops`, a loop of small ops (200 recorded APIs per step on 16-element tensors), and
+Workloads: `ops`, a loop of small ops (200 recorded APIs per step on 16-element tensors),
+`inplace`, an optimizer's in-place updates (320 recorded APIs per step: `mul_` and `addcdiv_`
+on eight triples of 256 KiB float32 tensors, as AdamW's single-tensor loop makes them), and
 the tiny transformers models of capture/python_tests/hf_models.py (`llama`, `bert`, `gpt2`,
 `vit`: forward, backward, AdamW). Each configuration runs in a fresh process (both debuggers
 are per-process singletons):
@@ -57,6 +59,19 @@ def build_step(workload, threads):
                 x = torch.mul(x, 0.5)
                 x = x.sin()
                 x = torch.sub(x, xs[2])
+        return step
+    if workload == "inplace":
+        # Each write is a new version of a tensor whose record is cached (the record cache's
+        # path: one miss for the written tensor, hits for the unchanged ones).
+        n = 64 << 10
+        triples = [(torch.randn(n), torch.randn(n), torch.rand(n) + 1) for _ in range(8)]
+
+        def step():
+            with torch.no_grad():
+                for _ in range(20):
+                    for p, m, d in triples:
+                        m.mul_(0.9)
+                        p.addcdiv_(m, d, value=-1e-3)
         return step
     sys.path.insert(0, HF)
     import hf_models

@@ -11,9 +11,10 @@ reads (≈ 40 ns a stage, so a few percent on the recorded step):
   PYTHONPATH=/tmp/np-stages python benches/peers/capture_stages.py [--workload llama] \\
       [--steps 100] [--threads 1]
 
-Workloads as in capture_per_api.py: `ops` (200 small ops), `llama`/`bert`/`gpt2`/`vit` (the
-tiny transformers models of capture/python_tests/hf_models.py, forward, backward, AdamW) or
-NAME:HIDDEN:LAYERS:SEQ:BATCH. The bare step is timed in a process of its own first.
+Workloads as in capture_per_api.py: `ops` (200 small ops), `inplace` (an optimizer's in-place
+updates of 256 KiB tensors), `llama`/`bert`/`gpt2`/`vit` (the tiny transformers models of
+capture/python_tests/hf_models.py, forward, backward, AdamW) or NAME:HIDDEN:LAYERS:SEQ:BATCH.
+The bare step is timed in a process of its own first.
 """
 import argparse
 import json

@@ -222,7 +222,7 @@ impl ApiCalls {
         };
         counters.set_item(key, n + 1)?;
         let key = key.to_cow()?;
-        if !self.selected(py, name)? {
+        if cfg!(feature = "calls-unrecorded") || !self.selected(py, name)? {
             return self.run(py, rec, orig, args, kwargs);
         }
         let entry = PyString::new(py, &format!("{key}.{n}.forward"));
