@@ -16,7 +16,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyFrozenSet, PyList, PyString, PyTuple, PyType};
 
 use crate::Session;
-use crate::call_sites::{self, SiteFrames, StackFrames};
+use crate::call_sites::{self, CallSites, StackFrames};
 use crate::stage_timers::{Lap, Stage};
 use crate::walk::{MAX_DEPTH, NoTorchFunction};
 
@@ -96,8 +96,8 @@ pub(crate) struct ApiCalls {
     mode_pop: Py<PyAny>,
     mode_push: Py<PyAny>,
     grad_enabled: Py<PyAny>,
-    /// The stack lines of the call sites seen so far, for later sessions.
-    site_frames: SiteFrames,
+    /// The recorder's call sites (its `stack_cache`): their stack lines by key.
+    sites: Py<CallSites>,
 }
 
 /// Torch functions during a walk: off from the start when a mode is on the torch-function
@@ -155,7 +155,8 @@ impl ApiCalls {
     /// `risk`: msprobe's `risk_level` with the names it keeps (`CORE`) or drops (`FOCUS`);
     /// `torch_c`: `(DisableTorchFunction, _len_torch_function_stack,
     /// _get_function_stack_at, _pop_torch_function_stack, _push_on_torch_function_stack,
-    /// is_grad_enabled)`.
+    /// is_grad_enabled, nn.Parameter)`; `sites`: the recorder's call sites (its
+    /// `stack_cache`, which its `stack_at` fills).
     #[new]
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -168,6 +169,7 @@ impl ApiCalls {
         device_stats_bound: usize,
         tensor: Py<PyType>,
         torch_c: TorchC,
+        sites: Py<CallSites>,
     ) -> ApiCalls {
         let risk = match risk_level {
             "ALL" => Risk::All,
@@ -190,7 +192,7 @@ impl ApiCalls {
             mode_pop,
             mode_push,
             grad_enabled,
-            site_frames: SiteFrames::default(),
+            sites,
         }
     }
 
@@ -267,17 +269,16 @@ impl ApiCalls {
             if let (Some((frame, skey)), None) = (site, group) {
                 // The first call from this site in this session: its frames (formatted once
                 // per process) go to the stack.
-                let frames = match self.site_frames.get(py, &skey) {
+                let known = self.sites.bind(py).borrow().get(py, &skey);
+                let frames = match known {
                     Some(f) => f.into_bound(py),
                     None => {
+                        // Formats the site's lines and keeps them in `sites`.
                         let key = PyBytes::new(py, &skey);
                         let (_, frames) = rec
                             .call_method1(intern!(py, "stack_at"), (frame, code, key))?
                             .extract::<(Bound<'py, PyAny>, Bound<'py, PyAny>)>()?;
-                        let frames = frames.cast_into::<StackFrames>()?;
-                        self.site_frames
-                            .insert(skey.clone(), frames.clone().unbind());
-                        frames
+                        frames.cast_into::<StackFrames>()?
                     }
                 };
                 session

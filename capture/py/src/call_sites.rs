@@ -1,12 +1,12 @@
 //! Call sites: the key of a call's stack (code objects and instruction offsets of its frames,
 //! read without Python), the stack lines rendered once per site ([`StackFrames`]), and the
 //! stack group each site has in the current session ([`SiteGroups`]). A recorded call looks
-//! its site up by key; only a site new to the process has its lines formatted (by the
-//! recorder's `stack_at`, in Python), and only a site new to the session is journaled with
-//! its lines rather than as a reference to its group.
+//! its site up by key ([`CallSites`]); only a site new to the process has its lines formatted
+//! (by the recorder's `stack_at`, in Python), and only a site new to the session is journaled
+//! with its lines rather than as a reference to its group.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
@@ -141,22 +141,34 @@ pub(crate) fn key_of(py: Python<'_>, frame: &Bound<'_, PyAny>, skip: usize) -> P
     Ok(key)
 }
 
-/// The stack lines of each call site seen by one recorder, by key: filled from the recorder's
-/// `stack_at` (whose cache keeps the sites' code objects alive, so a key's addresses cannot
-/// be reused while the key is here), so that a site is formatted once per process and later
-/// sessions find its lines without a call into Python.
+/// The stack lines of each call site one recorder has seen, by key, kept with the code
+/// objects of the site's frames: they keep the addresses in the key from being reused while
+/// the key is here. Filled by the recorder's `stack_at` (which formats a site new to the
+/// process); the native call path reads it without a call into Python.
+#[pyclass(module = "numprobe._native")]
 #[derive(Default)]
-pub(crate) struct SiteFrames(Mutex<KeyMap<Py<StackFrames>>>);
+pub(crate) struct CallSites(KeyMap<(Py<StackFrames>, Py<PyAny>)>);
 
-impl SiteFrames {
-    pub(crate) fn get(&self, py: Python<'_>, key: &[u8]) -> Option<Py<StackFrames>> {
-        let map = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        map.get(key).map(|f| f.clone_ref(py))
+#[pymethods]
+impl CallSites {
+    #[new]
+    fn new() -> CallSites {
+        CallSites::default()
     }
 
-    pub(crate) fn insert(&self, key: Vec<u8>, frames: Py<StackFrames>) {
-        let mut map = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        map.insert(key, frames);
+    /// The lines of the site whose key (`stack_key`) is `key`, None for a site not seen yet.
+    pub(crate) fn get(&self, py: Python<'_>, key: &[u8]) -> Option<Py<StackFrames>> {
+        self.0.get(key).map(|(f, _)| f.clone_ref(py))
+    }
+
+    /// Keeps `frames` as the lines of site `key`, and `codes` (the code objects whose
+    /// addresses the key holds) alive with them.
+    fn insert(&mut self, key: Vec<u8>, frames: Py<StackFrames>, codes: Py<PyAny>) {
+        self.0.insert(key, (frames, codes));
+    }
+
+    fn __len__(&self) -> usize {
+        self.0.len()
     }
 }
 

@@ -1111,6 +1111,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Session>()?;
     m.add_class::<TensorRec>()?;
     m.add_class::<call_sites::StackFrames>()?;
+    m.add_class::<call_sites::CallSites>()?;
     m.add_class::<api_call::ApiCalls>()?;
     m.add_function(wrap_pyfunction!(api_call::busy, m)?)?;
     m.add_function(wrap_pyfunction!(stage_timers::stage_times, m)?)?;

@@ -249,7 +249,8 @@ class ApiHooks:
         torch_c = (_NO_TORCH_FUNCTION, _MODE_STACK_LEN, _MODE_AT, _MODE_POP, _MODE_PUSH,
                    torch.is_grad_enabled, torch.nn.Parameter)
         return ApiCalls(self, self.counters, bool(cfg.extra_info), cfg.risk_level, CORE,
-                        LOW_RISK, self.device_stats_bound, torch.Tensor, torch_c)
+                        LOW_RISK, self.device_stats_bound, torch.Tensor, torch_c,
+                        self.stack_cache)
 
     def hook_apis(self):
         """Sets the namespace wrappers (if not yet), and the mode where the opt-in needs it

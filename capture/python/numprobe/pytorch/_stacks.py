@@ -7,7 +7,7 @@ import sys
 
 import torch.overrides
 
-from .._native import StackFrames
+from .._native import CallSites, StackFrames
 from .._native import stack_key as _stack_key
 
 # Frames of numprobe itself and of torch's dispatch to the mode are not the script's.
@@ -19,7 +19,9 @@ class Stacks:
     """The recorder's stack part (a mixin of ``Recorder``)."""
 
     def _init_stacks(self):
-        self.stack_cache = {}  # call-site key -> (frames, code objects)
+        # Call-site key -> frames, kept with the sites' code objects; read by the native call
+        # path too (``ApiCalls``).
+        self.stack_cache = CallSites()
 
     def stack(self, skip_code=None):
         """The caller's frames (from two levels up) as stack.json lines, and their key (see
@@ -36,7 +38,7 @@ class Stacks:
             key = _stack_key(frame, id(skip_code))
         hit = self.stack_cache.get(key)
         if hit is not None:
-            return key, hit[0]
+            return key, hit
         frames, codes = [], [skip_code]
         f = frame
         while f is not None:
@@ -50,7 +52,7 @@ class Stacks:
             f = f.f_back
         # Rendered once: every step's journal and stack.json hold the same lines again.
         frames = StackFrames(frames)
-        self.stack_cache[key] = (frames, codes)
+        self.stack_cache.insert(key, frames, codes)
         return key, frames
 
     def _record_stack(self, entry, key, frames):
