@@ -66,6 +66,8 @@ def test_clean_run_leaves_msprobe_files_only(tmp_path):
     for mode in ("clean", "restart"):
         r, dump = run(str(tmp_path / mode), mode)
         assert r.returncode == 0, r.stderr[-3000:]
+        # The directories made ahead for a next step are gone with the process.
+        assert sorted(os.listdir(dump)) == ["step0", "step1"]
         ranks = sorted(glob.glob(os.path.join(dump, "step*", "*")))
         assert len(ranks) == 2
         for rank in ranks:
@@ -91,6 +93,9 @@ def test_killed_run_keeps_the_journal_for_recover(tmp_path):
     assert files_of(step0) == sorted(json_files + ["numprobe_journal.bin"] * step0_kept)
     step0_files = {f: open(os.path.join(step0, f), "rb").read() for f in json_files}
     assert "numprobe_journal.bin" in files_of(step1)
+    # Beside the steps, at most the (empty) directories made ahead for a next step, which
+    # validate and recover pass over.
+    assert all(n.startswith(("step", ".numprobe-next-")) for n in os.listdir(dump))
     v = validate(dump)
     assert v.returncode == 1, v.stdout + v.stderr
     assert "unfinished run" in v.stdout and "numprobe recover" in v.stdout, v.stdout

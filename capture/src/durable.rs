@@ -1,7 +1,7 @@
 //! The end of a clean step, off the recording thread: the step's JSON files, already complete
 //! under their names when [`crate::Session::settle`] returns, are fsynced with their
 //! directory on a worker thread, and then the journal is removed (and, on Linux, the next
-//! step's journal file prepared: `journal_spare`). The recording thread
+//! step's journal file and directories prepared: `journal_spare`, `dir_spare`). The recording thread
 //! pays for rendering and writing the files only; the fsyncs cost 2–5 ms of wall time per step
 //! on the development machine's virtio disk (benches/RESULTS.md), more than a small model's
 //! whole step.
@@ -137,9 +137,12 @@ fn finish(dir: &Path, files: &[Written], journal: Option<JournalWriter>) -> Resu
     if let Some(j) = journal {
         j.remove()?;
     }
-    // The next step's journal, made while the recording thread runs that step.
+    // The next step's journal and directories, made while the recording thread runs that step.
     #[cfg(target_os = "linux")]
-    JournalWriter::prepare_next(dir, used);
+    {
+        JournalWriter::prepare_next(dir, used);
+        crate::dir_spare::prepare(dir);
+    }
     #[cfg(not(target_os = "linux"))]
     let _ = (dir, used);
     Ok(())
@@ -156,11 +159,14 @@ pub fn wait_dir(dir: &Path) {
 
 /// Waits for every job; the first error of the jobs that failed since the last report
 /// (their journals stayed), naming how many failed.
+/// The directories prepared for a next step are removed then (see `dir_spare`).
 pub fn wait_all() -> Result<()> {
     let mut j = jobs();
     while running_here(&j).next().is_some() {
         j = DONE.wait(j).unwrap_or_else(|e| e.into_inner());
     }
+    #[cfg(target_os = "linux")]
+    crate::dir_spare::discard_all();
     take_failed(&mut j)
 }
 

@@ -37,11 +37,19 @@ const MAX_READY: usize = 2;
 const MAX_PREPARED: usize = 64 << 20;
 
 fn ready() -> std::sync::MutexGuard<'static, (u32, Vec<Spare>)> {
+    // The parent's files (or none yet) are unmapped and closed in the child only.
+    of_this_process(&READY)
+}
+
+/// A list kept with the process that filled it, locked: emptied first in a forked child,
+/// which inherits the parent's items but must not use them.
+pub(crate) fn of_this_process<T>(
+    list: &'static Mutex<(u32, Vec<T>)>,
+) -> std::sync::MutexGuard<'static, (u32, Vec<T>)> {
     // A push or pop that panicked left a consistent Vec.
-    let mut g = READY.lock().unwrap_or_else(|e| e.into_inner());
+    let mut g = list.lock().unwrap_or_else(|e| e.into_inner());
     let pid = std::process::id();
     if g.0 != pid {
-        // The parent's files (or none yet): unmapped and closed here only.
         g.1.clear();
         g.0 = pid;
     }

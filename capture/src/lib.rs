@@ -24,6 +24,8 @@
 //! the entry keeps its place, name, dtype, shape and `requires_grad`, which a comparison can
 //! still match, and `null` is what msprobe writes for statistics it could not compute.
 
+#[cfg(target_os = "linux")]
+mod dir_spare;
 pub mod durable;
 pub mod error;
 pub mod frames;
@@ -55,9 +57,16 @@ pub struct Session {
 }
 
 impl Session {
-    /// Creates `dir` (and parents) and a fresh journal in it, starting with `meta`.
+    /// Creates `dir` (and parents: on Linux the ones the durability worker made ahead, see
+    /// [`dir_spare`]) and a fresh journal in it, starting with `meta`.
     pub fn create(dir: &Path, meta: Meta) -> Result<Session> {
-        std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+        #[cfg(target_os = "linux")]
+        let made = dir_spare::take(dir);
+        #[cfg(not(target_os = "linux"))]
+        let made = false;
+        if !made {
+            std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+        }
         // A session of this directory that ended may still be removing its journal.
         durable::wait_dir(dir);
         let journal = journal::JournalWriter::create(&dir.join(journal::FILE_NAME))?;
