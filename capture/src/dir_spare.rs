@@ -6,7 +6,7 @@
 //! `mkdir`s took over 5 ms and up to 450 ms, a mean of 2.8 ms a step on a 10 ms step, while the
 //! files created inside the new directory never waited (benches/RESULTS.md). So the durability
 //! worker, once a step's files are durable, makes the next step's two directories under a
-//! hidden name of the dump directory (`dump/.numprobe-next-{pid}/step/{rank}`), and the next
+//! hidden name of the dump directory (`dump/.numprobe-next-{pid}-{random}/step/{rank}`), and the next
 //! capture moves them into place with one `rename` that allocates nothing: the whole step
 //! directory when it does not exist yet, or only the rank directory into a step directory
 //! another rank made first. Neither rename ever replaces what is there (`RENAME_NOREPLACE`);
@@ -46,9 +46,18 @@ fn split(rank_dir: &Path) -> Option<(&Path, &std::ffi::OsStr, &std::ffi::OsStr)>
     Some((dump, step, rank))
 }
 
-/// This process's hidden directory in `dump`.
+/// This process's hidden directory in `dump`: its id and a random number drawn once (ranks in
+/// separate containers writing to one shared dump directory can have the same id; a forked
+/// child, the same number).
 fn holder(dump: &Path) -> PathBuf {
-    dump.join(format!(".numprobe-next-{}", std::process::id()))
+    use std::hash::{BuildHasher, Hasher};
+    static DRAWN: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
+    let drawn = DRAWN.get_or_init(|| {
+        std::collections::hash_map::RandomState::new()
+            .build_hasher()
+            .finish() as u32
+    });
+    dump.join(format!(".numprobe-next-{}-{drawn:08x}", std::process::id()))
 }
 
 /// A real directory (not a link to one) at `p`.
@@ -119,7 +128,9 @@ pub(crate) fn take(rank_dir: &Path) -> bool {
     let alone = std::fs::read_dir(&step).is_ok_and(|entries| entries.count() == 1);
     if alone {
         match rename_noreplace(&step, &dump.join(step_name)) {
-            Ok(()) => return true,
+            // What was moved is checked: another process under the same hidden name (not
+            // expected, see `holder`) would leave it to `mkdir`.
+            Ok(()) => return is_real_dir(rank_dir),
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
             Err(_) => return false,
         }
@@ -170,7 +181,12 @@ mod tests {
         let dump = t.path().join("dump");
         std::fs::create_dir(&dump).unwrap();
         prepare(&dump.join("step0").join("rank0"));
-        let hidden = format!(".numprobe-next-{}", std::process::id());
+        let hidden = holder(&dump)
+            .file_name()
+            .unwrap()
+            .to_string_lossy()
+            .into_owned();
+        assert!(hidden.starts_with(&format!(".numprobe-next-{}-", std::process::id())));
         assert_eq!(names(&dump), std::slice::from_ref(&hidden));
         // Ready directories are not made again.
         prepare(&dump.join("step0").join("rank0"));

@@ -58,7 +58,7 @@ pub struct Session {
 
 impl Session {
     /// Creates `dir` (and parents: on Linux the ones the durability worker made ahead, see
-    /// [`dir_spare`]) and a fresh journal in it, starting with `meta`.
+    /// `dir_spare`) and a fresh journal in it, starting with `meta`.
     pub fn create(dir: &Path, meta: Meta) -> Result<Session> {
         #[cfg(target_os = "linux")]
         let made = dir_spare::take(dir);
