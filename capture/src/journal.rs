@@ -545,8 +545,8 @@ impl JournalWriter {
         })
     }
 
-    /// Prepares the file of a later journal in `dir`'s filesystem, as large as `used` bytes
-    /// (what the last one wrote), off the recording thread (see [`crate::journal_spare`]).
+    /// Prepares the file of a later journal in `dir`'s filesystem, an eighth larger than `used`
+    /// bytes (what the last one wrote), off the recording thread (see [`crate::journal_spare`]).
     #[cfg(target_os = "linux")]
     pub(crate) fn prepare_next(dir: &Path, used: u64) {
         let used = usize::try_from(used).unwrap_or(usize::MAX);

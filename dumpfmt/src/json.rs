@@ -1235,6 +1235,40 @@ mod tests {
     }
 
     #[test]
+    fn every_ascii_byte_escapes_like_python_anywhere_in_a_string() {
+        for c in 0u8..0x80 {
+            let want: String = match c {
+                b'"' => r#"\""#.into(),
+                b'\\' => r"\\".into(),
+                b'\n' => r"\n".into(),
+                b'\r' => r"\r".into(),
+                b'\t' => r"\t".into(),
+                8 => r"\b".into(),
+                12 => r"\f".into(),
+                0..0x20 | 0x7f => format!("\\u{c:04x}"),
+                _ => (c as char).to_string(),
+            };
+            for (pre, post) in [
+                ("", ""),
+                ("ab", ""),
+                ("", "cd"),
+                ("Tensor.add.0", ".forward"),
+            ] {
+                let mut s = pre.as_bytes().to_vec();
+                s.push(c);
+                s.extend_from_slice(post.as_bytes());
+                let mut out = Vec::new();
+                write_str_bytes(&s, &mut out);
+                assert_eq!(
+                    String::from_utf8(out).unwrap(),
+                    format!("\"{pre}{want}{post}\""),
+                    "byte {c:#04x}"
+                );
+            }
+        }
+    }
+
+    #[test]
     fn errors_have_positions() {
         match p("{\n \"a\": tru\n}") {
             Err(Error::Json {
