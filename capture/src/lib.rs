@@ -56,6 +56,12 @@ pub struct Session {
     dirty: bool,
 }
 
+impl Drop for Session {
+    fn drop(&mut self) {
+        std::mem::take(&mut self.state).recycle();
+    }
+}
+
 impl Session {
     /// Creates `dir` (and parents: on Linux the ones the durability worker made ahead, see
     /// `dir_spare`) and a fresh journal in it, starting with `meta`.
@@ -73,7 +79,7 @@ impl Session {
         let mut s = Session {
             dir: dir.to_path_buf(),
             journal: Some(journal),
-            state: DumpState::new(),
+            state: DumpState::reused(),
             dirty: true,
         };
         s.record(Record::Meta(meta))?;

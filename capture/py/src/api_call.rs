@@ -227,7 +227,8 @@ impl ApiCalls {
         if cfg!(feature = "calls-unrecorded") || !self.selected(py, name)? {
             return self.run(py, rec, orig, args, kwargs);
         }
-        let entry = PyString::new(py, &format!("{key}.{n}.forward"));
+        let entry_name = format!("{key}.{n}.forward");
+        let entry = PyString::new(py, &entry_name);
         let session_obj = rec.getattr(intern!(py, "session"))?;
         let session = session_obj.cast::<Session>()?;
         {
@@ -262,7 +263,16 @@ impl ApiCalls {
                     self.no_torch_function.bind(py),
                 )?;
                 let lazy = tf.lazy();
-                Session::api_input(session, &entry, args.as_any(), kwargs, rec, group, lazy)?;
+                Session::api_input_named(
+                    session,
+                    &entry,
+                    entry_name.clone(),
+                    args.as_any(),
+                    kwargs,
+                    rec,
+                    group,
+                    lazy,
+                )?;
             }
             lap = Lap::start();
             entry_done(py, rec, self.device_stats_bound)?;
@@ -283,7 +293,7 @@ impl ApiCalls {
                 };
                 session
                     .borrow_mut()
-                    .stack_site(entry.to_cow()?.into_owned(), skey, &frames)?;
+                    .stack_site(entry_name.clone(), skey, &frames)?;
             }
         }
         lap.lap(Stage::StackRecord);
@@ -291,7 +301,7 @@ impl ApiCalls {
         lap.lap(Stage::Run);
         let _busy = Busy::set();
         let tf = TorchFunctions::for_walk(self.mode_len.bind(py), self.no_torch_function.bind(py))?;
-        Session::api_output(session, &entry, &out, rec, tf.lazy())?;
+        Session::api_output_named(session, &entry, entry_name, &out, rec, tf.lazy())?;
         let mut lap = Lap::start();
         entry_done(py, rec, self.device_stats_bound)?;
         if self.grad_enabled.bind(py).call0()?.is_truthy()? {

@@ -425,6 +425,53 @@ impl Session {
     }
 }
 
+impl Session {
+    /// [`Session::api_input`] of an entry whose name the caller has as a Rust string too
+    /// (the native call path made it: no conversion back from the Python string).
+    #[allow(clippy::too_many_arguments)]
+    fn api_input_named<'py>(
+        slf: &Bound<'py, Self>,
+        name: &Bound<'py, PyString>,
+        owned: String,
+        args: &Bound<'py, PyAny>,
+        kwargs: &Bound<'py, PyDict>,
+        recorder: &Bound<'py, PyAny>,
+        stack_group: Option<usize>,
+        lazy_tf: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<bool> {
+        let mut lap = Lap::start();
+        let mut walk = Session::walk(slf, name, recorder, lazy_tf)?;
+        let mut body = BodyText::new();
+        body.part("input_args", |out| walk.list(args, "input", out))?;
+        body.part("input_kwargs", |out| walk.kwargs(kwargs, out))?;
+        lap.lap(Stage::InputWalk);
+        slf.borrow_mut()
+            .commit_rendered(owned, body.0, walk.pending, stack_group)?;
+        lap.lap(Stage::InputCommit);
+        Ok(stack_group.is_some())
+    }
+
+    /// [`Session::api_output`] of an entry whose name the caller has as a Rust string too.
+    fn api_output_named<'py>(
+        slf: &Bound<'py, Self>,
+        name: &Bound<'py, PyString>,
+        owned: String,
+        out: &Bound<'py, PyAny>,
+        recorder: &Bound<'py, PyAny>,
+        lazy_tf: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<()> {
+        let mut lap = Lap::start();
+        let mut walk = Session::walk(slf, name, recorder, lazy_tf)?;
+        let mut body = BodyText::new();
+        body.part("output", |o| walk.outputs(out, o))?;
+        lap.lap(Stage::OutputWalk);
+        slf.borrow_mut()
+            .commit_rendered(owned, body.0, walk.pending, None)?;
+        lap.lap(Stage::OutputCommit);
+        Ok(())
+    }
+}
+
 #[pymethods]
 impl Session {
     #[new]
@@ -779,17 +826,17 @@ impl Session {
         stack_group: Option<usize>,
         lazy_tf: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<bool> {
-        let mut lap = Lap::start();
-        let mut walk = Session::walk(slf, name, recorder, lazy_tf)?;
-        let mut body = BodyText::new();
-        body.part("input_args", |out| walk.list(args, "input", out))?;
-        body.part("input_kwargs", |out| walk.kwargs(kwargs, out))?;
-        lap.lap(Stage::InputWalk);
-        let name = name.to_cow()?.into_owned();
-        slf.borrow_mut()
-            .commit_rendered(name, body.0, walk.pending, stack_group)?;
-        lap.lap(Stage::InputCommit);
-        Ok(stack_group.is_some())
+        let owned = name.to_cow()?.into_owned();
+        Session::api_input_named(
+            slf,
+            name,
+            owned,
+            args,
+            kwargs,
+            recorder,
+            stack_group,
+            lazy_tf,
+        )
     }
 
     /// Entry `name`'s output in one call: `{"output": [...]}` of an API's return value as
@@ -803,16 +850,8 @@ impl Session {
         recorder: &Bound<'py, PyAny>,
         lazy_tf: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<()> {
-        let mut lap = Lap::start();
-        let mut walk = Session::walk(slf, name, recorder, lazy_tf)?;
-        let mut body = BodyText::new();
-        body.part("output", |o| walk.outputs(out, o))?;
-        lap.lap(Stage::OutputWalk);
-        let name = name.to_cow()?.into_owned();
-        slf.borrow_mut()
-            .commit_rendered(name, body.0, walk.pending, None)?;
-        lap.lap(Stage::OutputCommit);
-        Ok(())
+        let owned = name.to_cow()?.into_owned();
+        Session::api_output_named(slf, name, owned, out, recorder, lazy_tf)
     }
 
     /// Entry `name` of lists: `{key: [record of x for x in seq], ...}` for each `(key, seq)`
