@@ -71,14 +71,34 @@ pub struct TensorInfo<'a> {
 
 /// The record of `info` without statistics: type, dtype, shape, requires_grad, data_name.
 fn record_head(info: &TensorInfo<'_>) -> TensorRecord {
-    let mut rec = TensorRecord::new(
-        info.type_name,
-        info.dtype,
-        info.shape.iter().map(|&d| d as u64).collect(),
-    );
-    rec.requires_grad = info.requires_grad;
-    rec.data_name = info.data_name.map(str::to_owned);
+    let mut rec = TensorRecord::new("", "", Vec::new());
+    head_into(info, &mut rec);
     rec
+}
+
+/// [`record_head`] written over `rec`, whose strings and shape keep their allocations.
+fn head_into(info: &TensorInfo<'_>, rec: &mut TensorRecord) {
+    rec.type_name.clear();
+    rec.type_name.push_str(info.type_name);
+    rec.dtype.clear();
+    rec.dtype.push_str(info.dtype);
+    rec.shape.clear();
+    rec.shape.extend(info.shape.iter().map(|&d| d as u64));
+    rec.max = None;
+    rec.min = None;
+    rec.mean = None;
+    rec.norm = None;
+    rec.md5 = None;
+    rec.md5_slot = Md5Slot::Last;
+    rec.requires_grad = info.requires_grad;
+    match (info.data_name, &mut rec.data_name) {
+        (Some(d), Some(mine)) => {
+            mine.clear();
+            mine.push_str(d);
+        }
+        (d, mine) => *mine = d.map(str::to_owned),
+    }
+    rec.extra.clear();
 }
 
 /// The tensor type name msprobe writes for a flavour's tensors.
@@ -130,11 +150,24 @@ pub fn tensor_record(info: &TensorInfo<'_>, opts: &Options) -> Result<Value> {
 /// [`tensor_record`] as a [`TensorRecord`] (which a writer may render without making a
 /// [`Value`] of it: [`TensorRecord::write_python_at`]).
 pub fn tensor_record_of(info: &TensorInfo<'_>, opts: &Options) -> Result<TensorRecord> {
+    let mut rec = TensorRecord::new("", "", Vec::new());
+    tensor_record_into(info, opts, &mut rec)?;
+    Ok(rec)
+}
+
+/// [`tensor_record_of`] written over `rec`, whose strings and shape keep their allocations
+/// (a capture writes hundreds of records a step, one at a time). Left unspecified on error.
+pub fn tensor_record_into(
+    info: &TensorInfo<'_>,
+    opts: &Options,
+    rec: &mut TensorRecord,
+) -> Result<()> {
     if opts.flavour == Flavour::MindSpore {
-        return mindspore_record_of(info, opts);
+        *rec = mindspore_record_of(info, opts)?;
+        return Ok(());
     }
     let mode = opts.mode;
-    let mut rec = record_head(info);
+    head_into(info, rec);
     if let (Some(bytes), Some(dtype)) = (info.bytes, torch_dtype(info.dtype)) {
         let view = TensorView::new(dtype, info.shape, bytes)
             .map_err(|e| Error::Tensor(format!("{} {:?}: {e}", info.dtype, info.shape)))?;
@@ -162,7 +195,7 @@ pub fn tensor_record_of(info: &TensorInfo<'_>, opts: &Options) -> Result<TensorR
             _ => Md5Slot::Last,
         };
     }
-    Ok(rec)
+    Ok(())
 }
 
 /// The MindSpore record of `info` (spec §2.6.1, §3.3, §3.5): `info.dtype` is the MindSpore
@@ -442,5 +475,72 @@ mod tests {
             h += 1;
         }
         h as u16
+    }
+
+    /// One record written over and over (what the capture's walk does) equals a record made
+    /// afresh each time, whatever the record before it held: type, dtype, shape, data name,
+    /// statistics or checksum keys, in either flavour and every summary mode.
+    mod reused_record {
+        use super::*;
+        use proptest::prelude::*;
+
+        const DTYPES: [(&str, usize); 6] = [
+            ("torch.float32", 4),
+            ("torch.bfloat16", 2),
+            ("torch.int64", 8),
+            ("torch.bool", 1),
+            ("Float32", 4),
+            ("torch.some_new_type", 4),
+        ];
+
+        fn case() -> impl Strategy<Value = (usize, Vec<usize>, Vec<u8>, u8, u8, bool, u8)> {
+            (
+                0..DTYPES.len(),
+                prop::collection::vec(0usize..4, 0..3),
+                prop::collection::vec(any::<u8>(), 0..512),
+                0u8..3,
+                0u8..3,
+                any::<bool>(),
+                0u8..3,
+            )
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(256))]
+
+            #[test]
+            fn a_record_written_over_equals_a_fresh_one(cases in prop::collection::vec(case(), 1..8)) {
+                let mut reused = TensorRecord::new("", "", Vec::new());
+                for (d, shape, pool, rg, named, ms, mode) in cases {
+                    let (dtype, size) = DTYPES[d];
+                    let numel: usize = shape.iter().product();
+                    let bytes: Vec<u8> = pool.iter().cycle().take(numel * size).copied().collect();
+                    let bytes = if pool.is_empty() && numel > 0 { None } else { Some(&bytes[..]) };
+                    let name = format!("Tensor.add.0.forward.input.{d}.pt");
+                    let info = TensorInfo {
+                        type_name: if ms { "mindspore.Tensor" } else { "torch.Tensor" },
+                        dtype,
+                        shape: &shape,
+                        bytes,
+                        requires_grad: [None, Some(false), Some(true)][rg as usize],
+                        data_name: [None, Some("x.npy"), Some(name.as_str())][named as usize],
+                        torch_threads: Some(1),
+                        torch_mean_norm: None,
+                    };
+                    let opts = Options {
+                        mode: [SummaryMode::Statistics, SummaryMode::Md5, SummaryMode::Xor]
+                            [mode as usize],
+                        flavour: if ms { Flavour::MindSpore } else { Flavour::PyTorch },
+                        ..Options::default()
+                    };
+                    let fresh = tensor_record_of(&info, &opts);
+                    let into = tensor_record_into(&info, &opts, &mut reused);
+                    prop_assert_eq!(fresh.is_ok(), into.is_ok());
+                    if let Ok(fresh) = fresh {
+                        prop_assert_eq!(&reused, &fresh);
+                    }
+                }
+            }
+        }
     }
 }

@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use capture::journal::{Fill, Meta, Record};
 use capture::state::RenderedBody;
-use capture::stats::{TensorInfo, pending_record, tensor_record_of, type_name};
+use capture::stats::{TensorInfo, pending_record, tensor_record_into, type_name};
 use capture::stats_worker::{StatsJob, StatsWorker, fill_of};
 use capture::tensors::{TensorJob, TensorWriter};
 use dumpfmt::dump::TensorRecord;
@@ -119,10 +119,23 @@ pub(crate) fn record_in_place(
     opts: &Options,
     nbytes: usize,
 ) -> PyResult<TensorRecord> {
+    let mut rec = TensorRecord::new("", "", Vec::new());
+    record_in_place_into(py, info, opts, nbytes, &mut rec)?;
+    Ok(rec)
+}
+
+/// [`record_in_place`] written over `rec` (see [`tensor_record_into`]).
+pub(crate) fn record_in_place_into(
+    py: Python<'_>,
+    info: &TensorInfo<'_>,
+    opts: &Options,
+    nbytes: usize,
+    rec: &mut TensorRecord,
+) -> PyResult<()> {
     if nbytes < DETACH_MIN_BYTES {
-        tensor_record_of(info, opts)
+        tensor_record_into(info, opts, rec)
     } else {
-        py.detach(|| tensor_record_of(info, opts))
+        py.detach(|| tensor_record_into(info, opts, rec))
     }
     .map_err(|e| PyValueError::new_err(e.to_string()))
 }

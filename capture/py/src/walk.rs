@@ -22,6 +22,7 @@
 //! dispatch to nothing) and the walk turns them off before it hands a value to the recorder
 //! (`Walk::lazy_tf`): entering and leaving the context costs more than reading a tensor.
 
+use std::cell::RefCell;
 use std::sync::Arc;
 
 use capture::state::VALUE_LEVEL;
@@ -36,7 +37,7 @@ use stats_gpu::summary::{Options, SummaryMode};
 
 use crate::dlpack::{self, Placement};
 use crate::stage_timers::{Lap, Stage};
-use crate::{TensorRec, borrow, record_in_place, sample_hash, to_value};
+use crate::{TensorRec, borrow, record_in_place_into, sample_hash, to_value};
 
 /// `torch._C.DisableTorchFunction` entered for a scope, left at its end.
 pub(crate) struct NoTorchFunction<'py>(Bound<'py, PyAny>);
@@ -446,20 +447,28 @@ impl<'py> Walk<'py> {
         // exactly once (contiguous, or a dense permutation: checked above), held by the
         // caller's arguments for the whole call.
         let bytes = unsafe { borrow(ptr, nbytes) };
-        self.summarise(py, bytes, dname, &shape, requires_grad)?
-            .write_python_at(level, out);
+        self.summarise(py, bytes, dname, &shape, requires_grad, |r| {
+            r.write_python_at(level, out)
+        })?;
         Ok(true)
     }
 
-    /// The record of a tensor whose elements are `bytes`, in the session's summary mode.
-    fn summarise(
+    /// The record of a tensor whose elements are `bytes`, in the session's summary mode,
+    /// handed to `then`. It is this thread's one scratch record, written over for each tensor
+    /// (a walk writes hundreds a step: their strings and shapes need no allocation each).
+    fn summarise<T>(
         &self,
         py: Python<'_>,
         bytes: &[u8],
         dname: &str,
         shape: &[usize],
         requires_grad: bool,
-    ) -> PyResult<TensorRecord> {
+        then: impl FnOnce(&TensorRecord) -> T,
+    ) -> PyResult<T> {
+        thread_local! {
+            static SCRATCH: RefCell<TensorRecord> =
+                RefCell::new(TensorRecord::new("", "", Vec::new()));
+        }
         let mut lap = Lap::start();
         let info = TensorInfo {
             type_name: type_name(self.opts.flavour),
@@ -471,9 +480,13 @@ impl<'py> Walk<'py> {
             torch_threads: self.torch_threads,
             torch_mean_norm: None,
         };
-        let rec = record_in_place(py, &info, &self.opts, bytes.len());
-        lap.lap(Stage::Statistics);
-        rec
+        // No Python code runs while it is borrowed (the pass may release the GIL, but runs
+        // no Python on this thread), so no walk on this thread can ask for it meanwhile.
+        SCRATCH.with_borrow_mut(|rec| {
+            record_in_place_into(py, &info, &self.opts, bytes.len(), rec)?;
+            lap.lap(Stage::Statistics);
+            Ok(then(rec))
+        })
     }
 
     /// The record of a large contiguous tensor, reused while its memory is unchanged (the
@@ -497,10 +510,10 @@ impl<'py> Walk<'py> {
         // SAFETY: `v` is a live contiguous CPU tensor of `nbytes` bytes at `ptr` (checked by
         // the caller), held by the caller's arguments for the whole call.
         let bytes = unsafe { borrow(ptr, nbytes) };
-        let compute = |walk: &Self| walk.summarise(py, bytes, dname, shape, rg);
         let uncached = |walk: &Self, out: &mut Vec<u8>| -> PyResult<()> {
-            compute(walk)?.write_python_at(level, out);
-            Ok(())
+            walk.summarise(py, bytes, dname, shape, rg, |r| {
+                r.write_python_at(level, out)
+            })
         };
         // Inference tensors have no version counter: not cached.
         let version = match v.getattr(intern!(py, "_version")) {
@@ -545,13 +558,12 @@ impl<'py> Walk<'py> {
             storage_type.call_method1(intern!(py, "_free_weak_ref"), (&wref,))?;
             cache.del_item(&key)?;
         }
-        let record = compute(self)?;
         let at = out.len();
-        record.write_python_at(level, out);
-        let rec = Bound::new(
-            py,
-            TensorRec::with_text(record.to_value(), level, out[at..].to_vec()),
-        )?;
+        let value = self.summarise(py, bytes, dname, shape, rg, |r| {
+            r.write_python_at(level, out);
+            r.to_value()
+        })?;
+        let rec = Bound::new(py, TensorRec::with_text(value, level, out[at..].to_vec()))?;
         let wref = storage.call_method0(intern!(py, "_weak_ref"))?;
         cache.set_item(key, (wref, version, sample, rec))?;
         Ok(())
