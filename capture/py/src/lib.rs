@@ -452,15 +452,20 @@ impl Session {
         stack_group: Option<usize>,
         lazy_tf: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<bool> {
-        let mut lap = Lap::start();
-        let mut walk = Session::walk(slf, name, recorder, lazy_tf)?;
-        let mut body = BodyText::new();
-        body.part("input_args", |out| walk.list(args, "input", out))?;
-        body.part("input_kwargs", |out| walk.kwargs(kwargs, out))?;
-        lap.lap(Stage::InputWalk);
-        slf.borrow_mut()
-            .commit_rendered(owned, body.0, walk.pending, stack_group)?;
-        lap.lap(Stage::InputCommit);
+        let at = (Stage::InputWalk, Stage::InputCommit);
+        Session::walk_entry(
+            slf,
+            name,
+            owned,
+            recorder,
+            lazy_tf,
+            stack_group,
+            at,
+            |walk, body| {
+                body.part("input_args", |out| walk.list(args, "input", out))?;
+                body.part("input_kwargs", |out| walk.kwargs(kwargs, out))
+            },
+        )?;
         Ok(stack_group.is_some())
     }
 
@@ -473,14 +478,40 @@ impl Session {
         recorder: &Bound<'py, PyAny>,
         lazy_tf: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<()> {
+        let at = (Stage::OutputWalk, Stage::OutputCommit);
+        Session::walk_entry(
+            slf,
+            name,
+            owned,
+            recorder,
+            lazy_tf,
+            None,
+            at,
+            |walk, body| body.part("output", |o| walk.outputs(out, o)),
+        )
+    }
+
+    /// Entry `name` (`owned`: the same name as a Rust string): its body written by `write`
+    /// with a walk of the session's settings, then journaled; the two timed as `stages`.
+    #[allow(clippy::too_many_arguments)]
+    fn walk_entry<'py>(
+        slf: &Bound<'py, Self>,
+        name: &Bound<'py, PyString>,
+        owned: String,
+        recorder: &Bound<'py, PyAny>,
+        lazy_tf: Option<&Bound<'py, PyAny>>,
+        stack_group: Option<usize>,
+        stages: (Stage, Stage),
+        write: impl FnOnce(&mut Walk<'py>, &mut BodyText) -> PyResult<()>,
+    ) -> PyResult<()> {
         let mut lap = Lap::start();
         let mut walk = Session::walk(slf, name, recorder, lazy_tf)?;
         let mut body = BodyText::new();
-        body.part("output", |o| walk.outputs(out, o))?;
-        lap.lap(Stage::OutputWalk);
+        write(&mut walk, &mut body)?;
+        lap.lap(stages.0);
         slf.borrow_mut()
-            .commit_rendered(owned, body.0, walk.pending, None)?;
-        lap.lap(Stage::OutputCommit);
+            .commit_rendered(owned, body.0, walk.pending, stack_group)?;
+        lap.lap(stages.1);
         Ok(())
     }
 }
