@@ -61,9 +61,27 @@ pub fn write_repr_f64<S: Sink + ?Sized>(x: f64, non_finite: NonFinite, out: &mut
         return;
     }
     let mut ryu_buf = ryu::Buffer::new();
-    let digits = Digits::parse(ryu_buf.format_finite(x.abs()).as_bytes());
+    let text = ryu_buf.format_finite(x).as_bytes();
+    if positional_as_python(text) {
+        // Most values a dump holds: ryu's text is already Python's, so no re-layout.
+        out.push_ascii(text);
+        return;
+    }
+    let digits = Digits::parse(text);
     let scientific = !(-4..16).contains(&digits.exp10);
     layout(out, x.is_sign_negative(), &digits, scientific);
+}
+
+/// Whether ryu's text for a finite value is exactly Python's `repr`. ryu writes the same
+/// shortest digits positionally for decimal exponents -5 to 15 (`0.00001`, `12.5`,
+/// `1000000000000000.0`, with `.0` on integral values, a leading `-` on negative ones,
+/// `-0.0`) and in its own scientific form (`1e16`, `1.5e-7`) otherwise; Python writes
+/// exponents -4 to 15 positionally, the same way. So the text is Python's unless it is
+/// scientific or has the exponent -5 (`0.0000` and a non-zero digit).
+#[inline]
+fn positional_as_python(text: &[u8]) -> bool {
+    let unsigned = text.strip_prefix(b"-").unwrap_or(text);
+    !unsigned.starts_with(b"0.0000") && !text.contains(&b'e')
 }
 
 /// numpy's `str(np.float32(x))`: shortest digits that round-trip through float32, positional
@@ -450,6 +468,66 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `repr` through the digits and Python's layout only (the path before ryu's own text was
+    /// taken where it is Python's).
+    fn repr_by_layout(x: f64) -> String {
+        let mut ryu_buf = ryu::Buffer::new();
+        let digits = Digits::parse(ryu_buf.format_finite(x.abs()).as_bytes());
+        let mut out = String::new();
+        layout(
+            &mut out,
+            x.is_sign_negative(),
+            &digits,
+            !(-4..16).contains(&digits.exp10),
+        );
+        out
+    }
+
+    #[test]
+    fn ryu_text_taken_only_where_it_is_pythons() {
+        // Around every power of ten ryu or Python may switch layouts at, a few ulps each way,
+        // both signs; then a spread of bit patterns.
+        let mut xs = vec![
+            0.0,
+            -0.0,
+            f64::MIN_POSITIVE,
+            5e-324,
+            f64::MAX,
+            0.5,
+            1.0,
+            100000.0,
+        ];
+        for e in -330..=310 {
+            let p = 10f64.powi(e);
+            let mut below = p;
+            let mut above = p;
+            for _ in 0..4 {
+                below = below.next_down();
+                above = above.next_up();
+                xs.extend([below, above]);
+            }
+            xs.push(p);
+            xs.push(p * 1.5);
+        }
+        let mut state = 0x9e37_79b9_7f4a_7c15_u64;
+        for _ in 0..200_000 {
+            // xorshift64*: reproducible bit patterns over every exponent.
+            state ^= state >> 12;
+            state ^= state << 25;
+            state ^= state >> 27;
+            xs.push(f64::from_bits(state.wrapping_mul(0x2545_f491_4f6c_dd1d)));
+        }
+        let mut taken = 0;
+        for x in xs.into_iter().filter(|x| x.is_finite()) {
+            for x in [x, -x] {
+                let mut ryu_buf = ryu::Buffer::new();
+                taken += usize::from(positional_as_python(ryu_buf.format_finite(x).as_bytes()));
+                assert_eq!(repr_f64(x), repr_by_layout(x), "{x:e} ({:#x})", x.to_bits());
+            }
+        }
+        assert!(taken > 1000, "the shortcut was taken {taken} times");
+    }
 
     #[test]
     fn formula_cells_get_a_quote_and_numbers_do_not() {

@@ -223,10 +223,11 @@ impl ApiCalls {
             None => 0,
         };
         counters.set_item(key, n + 1)?;
-        let key = key.to_cow()?;
         if cfg!(feature = "calls-unrecorded") || !self.selected(py, name)? {
             return self.run(py, rec, orig, args, kwargs);
         }
+        // After the filter: under `abi3` each conversion copies the text into a bytes object.
+        let key = key.to_cow()?;
         let entry_name = format!("{key}.{n}.forward");
         let entry = PyString::new(py, &entry_name);
         let session_obj = rec.getattr(intern!(py, "session"))?;
@@ -436,7 +437,8 @@ pub(crate) fn backward_node<'py>(
     if grad_fn.is_none() {
         return Ok(None);
     }
-    if prefix.to_cow()? == "Functional" && name.to_cow()? == "dropout" {
+    // Compared as Python strings: no conversion of every call's names (see `call`).
+    if name.as_any().eq(intern!(py, "dropout"))? && prefix.as_any().eq(intern!(py, "Functional"))? {
         let p = if args.len()? > 1 {
             Some(args.get_item(1)?)
         } else {
