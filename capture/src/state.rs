@@ -276,17 +276,29 @@ impl DumpState {
         if used > MAX_RECYCLED_TEXT || self.slots.len() > MAX_RECYCLED_ENTRIES {
             return;
         }
-        self.meta = None;
-        self.slots.clear();
-        self.arena.clear();
-        self.index.clear();
-        self.stack_groups.clear();
-        self.stack_index.clear();
-        self.construct.clear();
-        self.construct_index.clear();
-        self.pending.clear();
-        if self.arena.capacity() > 2 * used + (1 << 20) {
-            self.arena.shrink_to(2 * used);
+        // Every member named, so a member added later cannot carry one step into the next.
+        let DumpState {
+            meta,
+            slots,
+            arena,
+            index,
+            stack_groups,
+            stack_index,
+            construct,
+            construct_index,
+            pending,
+        } = &mut self;
+        *meta = None;
+        slots.clear();
+        arena.clear();
+        index.clear();
+        stack_groups.clear();
+        stack_index.clear();
+        construct.clear();
+        construct_index.clear();
+        pending.clear();
+        if arena.capacity() > 2 * used + (1 << 20) {
+            arena.shrink_to(2 * used);
         }
         if let Ok(mut s) = SPARE.try_lock() {
             *s = Some(self);

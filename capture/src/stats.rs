@@ -76,29 +76,16 @@ fn record_head(info: &TensorInfo<'_>) -> TensorRecord {
     rec
 }
 
-/// [`record_head`] written over `rec`, whose strings and shape keep their allocations.
+/// [`record_head`] written over `rec` ([`TensorRecord::reset`]: its strings and shape keep
+/// their allocations).
 fn head_into(info: &TensorInfo<'_>, rec: &mut TensorRecord) {
-    rec.type_name.clear();
-    rec.type_name.push_str(info.type_name);
-    rec.dtype.clear();
-    rec.dtype.push_str(info.dtype);
-    rec.shape.clear();
-    rec.shape.extend(info.shape.iter().map(|&d| d as u64));
-    rec.max = None;
-    rec.min = None;
-    rec.mean = None;
-    rec.norm = None;
-    rec.md5 = None;
-    rec.md5_slot = Md5Slot::Last;
+    rec.reset(
+        info.type_name,
+        info.dtype,
+        info.shape.iter().map(|&d| d as u64),
+    );
     rec.requires_grad = info.requires_grad;
-    match (info.data_name, &mut rec.data_name) {
-        (Some(d), Some(mine)) => {
-            mine.clear();
-            mine.push_str(d);
-        }
-        (d, mine) => *mine = d.map(str::to_owned),
-    }
-    rec.extra.clear();
+    rec.data_name = info.data_name.map(str::to_owned);
 }
 
 /// The tensor type name msprobe writes for a flavour's tensors.

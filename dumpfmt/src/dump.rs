@@ -798,6 +798,22 @@ impl TensorRecord {
         }
     }
 
+    /// Makes this record what [`TensorRecord::new`] makes of the same identity, keeping the
+    /// allocations of its type name, dtype and shape (a capture writes hundreds of records a
+    /// step over one). Every other member comes from `new`, so none is left over.
+    pub fn reset(&mut self, type_name: &str, dtype: &str, shape: impl IntoIterator<Item = u64>) {
+        let mut kept = std::mem::replace(self, TensorRecord::new("", "", Vec::new()));
+        kept.type_name.clear();
+        kept.type_name.push_str(type_name);
+        kept.dtype.clear();
+        kept.dtype.push_str(dtype);
+        kept.shape.clear();
+        kept.shape.extend(shape);
+        self.type_name = kept.type_name;
+        self.dtype = kept.dtype;
+        self.shape = kept.shape;
+    }
+
     /// The element type named by `dtype` (either framework's spelling); `None` for numpy
     /// arrays' names and unknown dtypes.
     pub fn dtype(&self) -> Option<DType> {
@@ -1300,6 +1316,23 @@ fn check_values(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_reset_record_is_a_new_one() {
+        let mut r = TensorRecord::new("torch.Tensor", "torch.float32", vec![2, 3]);
+        r.max = Some(Stat::Float(1.5));
+        r.min = Some(Stat::Null);
+        r.mean = Some(Stat::Float(0.5));
+        r.norm = Some(Stat::Float(2.0));
+        r.md5 = Some(Checksum::Crc32(7));
+        r.md5_slot = Md5Slot::AfterShape;
+        r.requires_grad = Some(true);
+        r.data_name = Some("x.pt".into());
+        r.extra
+            .push(("layout".into(), Value::Str("torch.strided".into())));
+        r.reset("mindspore.Tensor", "Float16", [4]);
+        assert_eq!(r, TensorRecord::new("mindspore.Tensor", "Float16", vec![4]));
+    }
 
     #[test]
     fn json_paths() {
