@@ -39,9 +39,17 @@ fn jobs() -> MutexGuard<'static, Jobs> {
     JOBS.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// One directory's identity for [`wait_dir`] (the same directory reached by another path).
-fn key(dir: &Path) -> PathBuf {
-    std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf())
+/// One directory's identity for [`wait_dir`] and [`submit`] (the same directory reached by
+/// another path): its canonical path, resolved once per capture (a `readlink` per path
+/// component each time cost as much as the rest of a job's hand-over).
+#[derive(Clone, Debug)]
+pub struct DirKey(PathBuf);
+
+impl DirKey {
+    /// The key of existing directory `dir`.
+    pub fn of(dir: &Path) -> DirKey {
+        DirKey(std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf()))
+    }
 }
 
 type Work = (Vec<Written>, Option<JournalWriter>);
@@ -68,8 +76,8 @@ type Queue = mpsc::Sender<(PathBuf, Work)>;
 
 /// Makes `files` durable, then removes `journal`, on the worker thread (on this thread when
 /// no thread can be started).
-pub fn submit(dir: &Path, files: Vec<Written>, journal: Option<JournalWriter>) {
-    let dir = key(dir);
+pub fn submit(dir: &DirKey, files: Vec<Written>, journal: Option<JournalWriter>) {
+    let dir = dir.0.clone();
     {
         let mut j = jobs();
         while running_here(&j).count() >= MAX_RUNNING {
@@ -149,10 +157,9 @@ fn finish(dir: &Path, files: &[Written], journal: Option<JournalWriter>) -> Resu
 }
 
 /// Waits until no job of directory `dir` is running.
-pub fn wait_dir(dir: &Path) {
-    let dir = key(dir);
+pub fn wait_dir(dir: &DirKey) {
     let mut j = jobs();
-    while running_here(&j).any(|d| *d == dir) {
+    while running_here(&j).any(|d| *d == dir.0) {
         j = DONE.wait(j).unwrap_or_else(|e| e.into_inner());
     }
 }

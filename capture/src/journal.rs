@@ -354,13 +354,18 @@ fn stack_payload_with<T>(
 /// stack: no JSON value built for it).
 pub fn stack_ref_payload(name: &str, group: usize) -> Vec<u8> {
     let mut out = Vec::with_capacity(name.len() + 32);
+    write_stack_ref_payload(name, group, &mut out);
+    out
+}
+
+/// [`stack_ref_payload`] appended to `out`.
+pub fn write_stack_ref_payload(name: &str, group: usize, out: &mut Vec<u8>) {
     out.push(K_STACK_REF);
     out.push(b'[');
-    json::write_python_text(name, &mut out);
+    json::write_python_text(name, out);
     out.push(b',');
     out.extend_from_slice(group.to_string().as_bytes());
     out.push(b']');
-    out
 }
 
 /// The payload of a [`Record::Entry`] whose body values are rendered already (`body`: each key
@@ -372,20 +377,30 @@ pub fn entry_payload<'a>(
     reinsert: bool,
 ) -> Vec<u8> {
     let mut out = Vec::with_capacity(1024);
+    write_entry_payload(name, body, reinsert, &mut out);
+    out
+}
+
+/// [`entry_payload`] appended to `out`.
+pub fn write_entry_payload<'a>(
+    name: &str,
+    body: impl IntoIterator<Item = (&'a json::Str, &'a [u8])>,
+    reinsert: bool,
+    out: &mut Vec<u8>,
+) {
     out.push(K_ENTRY);
     out.push(b'[');
-    json::write_python_text(name, &mut out);
+    json::write_python_text(name, out);
     out.extend_from_slice(b",{");
     for (n, (k, t)) in body.into_iter().enumerate() {
         if n > 0 {
             out.push(b',');
         }
-        json::write_python_str(k, &mut out);
+        json::write_python_str(k, out);
         out.push(b':');
         out.extend_from_slice(t);
     }
     out.extend_from_slice(if reinsert { b"},true]" } else { b"},false]" });
-    out
 }
 
 /// Appends frames to a journal file.
@@ -602,16 +617,6 @@ impl JournalWriter {
         self.flush_frames()
     }
 
-    /// Appends pre-encoded payloads (see [`Record::encode`], [`entry_payload`]) with one
-    /// `write` call.
-    pub fn append_payloads(&mut self, payloads: &[&[u8]]) -> Result<()> {
-        self.frame.clear();
-        for p in payloads {
-            self.push_frame(p)?;
-        }
-        self.flush_frames()
-    }
-
     /// Appends a pre-encoded payload (see [`Record::encode`]).
     pub fn append_payload(&mut self, payload: &[u8]) -> Result<()> {
         self.frame.clear();
@@ -621,19 +626,50 @@ impl JournalWriter {
 
     /// Adds the frame of `payload` to the pending write buffer.
     fn push_frame(&mut self, payload: &[u8]) -> Result<()> {
-        let len = u32::try_from(payload.len())
+        self.push_frame_with(|out| out.extend_from_slice(payload))
+    }
+
+    /// Adds a frame whose payload `write` appends to the pending write buffer, in place (no
+    /// copy of the payload made first).
+    fn push_frame_with(&mut self, write: impl FnOnce(&mut Vec<u8>)) -> Result<()> {
+        let head = self.frame.len();
+        self.frame.extend_from_slice(&[0; 8]);
+        write(&mut self.frame);
+        let payload = &self.frame[head + 8..];
+        let Some(len) = u32::try_from(payload.len())
             .ok()
             .filter(|&l| l <= MAX_FRAME)
-            .ok_or_else(|| Error::Journal {
+        else {
+            let n = payload.len();
+            self.frame.truncate(head);
+            return Err(Error::Journal {
                 path: self.path.clone(),
                 offset: 0,
-                msg: format!("record of {} bytes is too large", payload.len()),
-            })?;
-        self.frame.extend_from_slice(&len.to_le_bytes());
-        self.frame
-            .extend_from_slice(&crc32fast::hash(payload).to_le_bytes());
-        self.frame.extend_from_slice(payload);
+                msg: format!("record of {n} bytes is too large"),
+            });
+        };
+        let crc = crc32fast::hash(payload);
+        self.frame[head..head + 4].copy_from_slice(&len.to_le_bytes());
+        self.frame[head + 4..head + 8].copy_from_slice(&crc.to_le_bytes());
         Ok(())
+    }
+
+    /// Appends the record of an entry whose body values are rendered already (see
+    /// [`entry_payload`]), with its stack reference to group `stack_group` in the same write
+    /// (see [`stack_ref_payload`]): the payloads are written straight into the frames.
+    pub fn append_entry<'a>(
+        &mut self,
+        name: &str,
+        body: impl IntoIterator<Item = (&'a json::Str, &'a [u8])>,
+        reinsert: bool,
+        stack_group: Option<usize>,
+    ) -> Result<()> {
+        self.frame.clear();
+        self.push_frame_with(|out| write_entry_payload(name, body, reinsert, out))?;
+        if let Some(g) = stack_group {
+            self.push_frame_with(|out| write_stack_ref_payload(name, g, out))?;
+        }
+        self.flush_frames()
     }
 
     fn flush_frames(&mut self) -> Result<()> {

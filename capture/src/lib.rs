@@ -49,6 +49,8 @@ pub use state::DumpState;
 /// journal first, then into the in-memory dump that [`Session::write_json`] writes out.
 pub struct Session {
     dir: PathBuf,
+    /// `dir`'s identity for the durability worker.
+    dir_key: durable::DirKey,
     /// `None` once [`Session::settle`] removed the journal; the next record starts a new one.
     journal: Option<journal::JournalWriter>,
     state: DumpState,
@@ -74,10 +76,12 @@ impl Session {
             std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
         }
         // A session of this directory that ended may still be removing its journal.
-        durable::wait_dir(dir);
+        let dir_key = durable::DirKey::of(dir);
+        durable::wait_dir(&dir_key);
         let journal = journal::JournalWriter::create(&dir.join(journal::FILE_NAME))?;
         let mut s = Session {
             dir: dir.to_path_buf(),
+            dir_key,
             journal: Some(journal),
             state: DumpState::reused(),
             dirty: true,
@@ -157,18 +161,11 @@ impl Session {
         if let Some(g) = group {
             self.check_group(&name, g)?;
         }
-        let payload = journal::entry_payload(&name, body.iter(), reinsert);
-        match group {
-            Some(g) => {
-                let stack = journal::stack_ref_payload(&name, g);
-                self.journal()?.append_payloads(&[&payload, &stack])?;
-                self.state.merge_rendered(&name, &body, reinsert);
-                self.state.apply_owned(Record::StackRef { name, group: g });
-            }
-            None => {
-                self.journal()?.append_payload(&payload)?;
-                self.state.merge_rendered(&name, &body, reinsert);
-            }
+        self.journal()?
+            .append_entry(&name, body.iter(), reinsert, group)?;
+        self.state.merge_rendered(&name, &body, reinsert);
+        if let Some(g) = group {
+            self.state.apply_owned(Record::StackRef { name, group: g });
         }
         self.dirty = true;
         Ok(())
@@ -274,7 +271,7 @@ impl Session {
         }
         let files = self.state.write_files_for_later_sync(&self.dir)?;
         self.dirty = false;
-        durable::submit(&self.dir, files, self.journal.take());
+        durable::submit(&self.dir_key, files, self.journal.take());
         durable::failed_so_far()?;
         Ok(true)
     }
@@ -283,7 +280,7 @@ impl Session {
     fn journal(&mut self) -> Result<&mut journal::JournalWriter> {
         if self.journal.is_none() {
             // The last one may still be on its way out (same file name, same lock).
-            durable::wait_dir(&self.dir);
+            durable::wait_dir(&self.dir_key);
             let mut j = journal::JournalWriter::create(&self.dir.join(journal::FILE_NAME))?;
             for payload in self.state.snapshot_payloads().unwrap_or_default() {
                 j.append_payload(&payload)?;

@@ -52,7 +52,7 @@ fn the_next_journal_is_prepared_while_the_step_runs() {
     let w = write(&first, 3000);
     let used = w.len();
     assert!(used > 256 << 10, "{used}");
-    durable::submit(&dirs[0], Vec::new(), Some(w));
+    durable::submit(&durable::DirKey::of(&dirs[0]), Vec::new(), Some(w));
     durable::wait_all().unwrap();
     assert!(!first.exists());
 

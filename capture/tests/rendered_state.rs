@@ -157,6 +157,30 @@ proptest! {
         let want = Record::Entry { name: "Tensor.mul.\u{e9}\"0.forward".into(), body, reinsert };
         prop_assert_eq!(Record::decode(&payload), Some(want));
     }
+
+    /// Entries journaled from their rendered bodies, each with or without its stack
+    /// reference in the same write, read back as the records of their values, in order.
+    #[test]
+    fn journaled_rendered_entries_read_back_as_their_records(
+        entries in prop::collection::vec((body(), any::<bool>(), prop::option::of(0usize..1 << 20)), 1..6),
+    ) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(journal::FILE_NAME);
+        let mut w = journal::JournalWriter::create(&path).unwrap();
+        let mut want = Vec::new();
+        for (i, (body, reinsert, group)) in entries.into_iter().enumerate() {
+            let name = format!("Tensor.mul.\u{e9}\"{i}.forward");
+            w.append_entry(&name, render_body(body.clone()).iter(), reinsert, group).unwrap();
+            want.push(Record::Entry { name: name.clone(), body, reinsert });
+            if let Some(group) = group {
+                want.push(Record::StackRef { name, group });
+            }
+        }
+        drop(w);
+        let got = journal::read(&path).unwrap();
+        prop_assert_eq!(got.unread_frames(), 0);
+        prop_assert_eq!(got.records, want);
+    }
 }
 
 /// Frame lists as call stacks give them: source lines with quotes, backslashes, control

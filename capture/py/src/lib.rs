@@ -795,62 +795,10 @@ impl Session {
         self.commit(name, body, pending, reinsert, stack_group)
     }
 
-    /// What the native walk of API values (`api_input`, `api_output`, `lists_entry`) needs
-    /// of torch: `torch.Tensor`, `torch.nn.Parameter`, `torch.strided`, `torch.float32`, the
-    /// `(dtype, str(dtype))` pairs, the size from which the recorder caches records
-    /// (`stats_cache`, shared with the walk), the size below which it takes torch's float32
-    /// Mean/Norm (its own path takes those tensors), `torch.UntypedStorage`, whether tensors
-    /// may be recorded natively (not when the task saves tensor files), msprobe's low
-    /// precision, and the size from which float tensors go to the statistics thread (None
-    /// when it is off; its jobs stay with the recorder), `torch._C._to_dlpack` (a tensor's
-    /// device, shape, strides and data address in one call; None: read as attributes) with
-    /// the DLPack element types whose dtype it knows ([`dlpack_dtypes`]; the others have
-    /// their dtype read as an attribute).
-    #[allow(clippy::too_many_arguments)]
-    #[pyo3(signature = (tensor, parameter, strided, float32, dtypes, cache_min_bytes,
-        torch_order_below_bytes, storage, tensors, torch_order, async_min_bytes=None,
-        to_dlpack=None, dlpack_dtypes=Vec::new()))]
-    fn set_walker(
-        &mut self,
-        tensor: Py<PyType>,
-        parameter: Py<PyType>,
-        strided: Py<PyAny>,
-        float32: Py<PyAny>,
-        dtypes: Vec<(Bound<'_, PyAny>, String)>,
-        cache_min_bytes: usize,
-        torch_order_below_bytes: usize,
-        storage: Py<PyAny>,
-        tensors: bool,
-        torch_order: bool,
-        async_min_bytes: Option<usize>,
-        to_dlpack: Option<Py<PyAny>>,
-        dlpack_dtypes: Vec<(dlpack::DlType, usize)>,
-    ) -> PyResult<()> {
-        if dlpack_dtypes.iter().any(|&(_, i)| i >= dtypes.len()) {
-            return Err(PyValueError::new_err(
-                "dlpack_dtypes names a dtype not in dtypes",
-            ));
-        }
-        let dtypes = dtypes
-            .into_iter()
-            .map(|(d, name)| walk::Dtype::new(d, name))
-            .collect::<PyResult<_>>()?;
-        self.walker = Some(Arc::new(Walker {
-            tensor,
-            parameter,
-            strided,
-            float32,
-            dtypes,
-            cache_min_bytes,
-            torch_order_below_bytes,
-            storage,
-            to_dlpack,
-            dlpack_dtypes,
-            fast: tensors,
-            torch_order,
-            async_min_bytes,
-        }));
-        Ok(())
+    /// The walker the native walk of API values (`api_input`, `api_output`, `lists_entry`)
+    /// uses in this session (see [`WalkerSpec`]).
+    fn set_walker(&mut self, walker: &WalkerSpec) {
+        self.walker = Some(walker.0.clone());
     }
 
     /// Entry `name`'s inputs in one call: `{"input_args": [...], "input_kwargs": {...}}` of
@@ -1044,10 +992,74 @@ impl Session {
     }
 }
 
+/// What the native walk of API values needs of torch, built once by the recorder and given
+/// to each step's session (`Session.set_walker`): `torch.Tensor`, `torch.nn.Parameter`,
+/// `torch.strided`, `torch.float32`, the `(dtype, str(dtype))` pairs, the size from which the
+/// recorder caches records (`stats_cache`, shared with the walk), the size below which it takes
+/// torch's float32 Mean/Norm (its own path takes those tensors), `torch.UntypedStorage`,
+/// whether tensors may be recorded natively (not when the task saves tensor files), msprobe's
+/// low precision, and the size from which float tensors go to the statistics thread (None when
+/// it is off; its jobs stay with the recorder), `torch._C._to_dlpack` (a tensor's device,
+/// shape, strides and data address in one call; None: read as attributes) with the DLPack
+/// element types whose dtype it knows ([`dlpack_dtypes`]; the others have their dtype read as
+/// an attribute). Reading the dtypes' sizes and names took longer than opening a step's
+/// capture otherwise did, so it is done once, not per step.
+#[pyclass(frozen, name = "Walker", module = "numprobe._native")]
+pub(crate) struct WalkerSpec(Arc<Walker>);
+
+#[pymethods]
+impl WalkerSpec {
+    #[new]
+    #[allow(clippy::too_many_arguments)]
+    #[pyo3(signature = (tensor, parameter, strided, float32, dtypes, cache_min_bytes,
+        torch_order_below_bytes, storage, tensors, torch_order, async_min_bytes=None,
+        to_dlpack=None, dlpack_dtypes=Vec::new()))]
+    fn new(
+        tensor: Py<PyType>,
+        parameter: Py<PyType>,
+        strided: Py<PyAny>,
+        float32: Py<PyAny>,
+        dtypes: Vec<(Bound<'_, PyAny>, String)>,
+        cache_min_bytes: usize,
+        torch_order_below_bytes: usize,
+        storage: Py<PyAny>,
+        tensors: bool,
+        torch_order: bool,
+        async_min_bytes: Option<usize>,
+        to_dlpack: Option<Py<PyAny>>,
+        dlpack_dtypes: Vec<(dlpack::DlType, usize)>,
+    ) -> PyResult<WalkerSpec> {
+        if dlpack_dtypes.iter().any(|&(_, i)| i >= dtypes.len()) {
+            return Err(PyValueError::new_err(
+                "dlpack_dtypes names a dtype not in dtypes",
+            ));
+        }
+        let dtypes = dtypes
+            .into_iter()
+            .map(|(d, name)| walk::Dtype::new(d, name))
+            .collect::<PyResult<_>>()?;
+        Ok(WalkerSpec(Arc::new(Walker {
+            tensor,
+            parameter,
+            strided,
+            float32,
+            dtypes,
+            cache_min_bytes,
+            torch_order_below_bytes,
+            storage,
+            to_dlpack,
+            dlpack_dtypes,
+            fast: tensors,
+            torch_order,
+            async_min_bytes,
+        })))
+    }
+}
+
 /// Which of `dtypes` each DLPack element type `(code, bits, lanes)` stands for, as
 /// `(type, index in dtypes)`: learnt from torch's own exports of a one-element tensor of each
 /// dtype made with `empty` (`torch.empty`); a type two dtypes share is left out. Once per
-/// process (`walker_types`), for `Session.set_walker`.
+/// process (`walker_types`), for `Walker`.
 #[pyfunction]
 fn dlpack_dtypes(
     to_dlpack: &Bound<'_, PyAny>,
@@ -1193,6 +1205,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     cluster::register(m)?;
     m.add_class::<Session>()?;
     m.add_class::<TensorRec>()?;
+    m.add_class::<WalkerSpec>()?;
     m.add_class::<call_sites::StackFrames>()?;
     m.add_class::<call_sites::CallSites>()?;
     m.add_class::<api_call::ApiCalls>()?;

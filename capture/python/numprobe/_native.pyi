@@ -31,6 +31,15 @@ class CallSites:
     def insert(self, key: bytes, frames: StackFrames, codes: Any) -> None: ...
     def __len__(self) -> int: ...
 
+class Walker:
+    """What the native walk of API values needs of torch, built once per recorder settings."""
+    def __init__(self, tensor: type, parameter: type, strided: Any, float32: Any,
+                 dtypes: List[Tuple[Any, str]], cache_min_bytes: int,
+                 torch_order_below_bytes: int, storage: type, tensors: bool,
+                 torch_order: bool, async_min_bytes: Optional[int] = None,
+                 to_dlpack: Any = None,
+                 dlpack_dtypes: Sequence[Tuple[Tuple[int, int, int], int]] = ()) -> None: ...
+
 class Session:
     """The capture of one rank directory: the crash-safe journal, statistics, tensor files."""
 
@@ -94,12 +103,7 @@ class Session:
     ) -> None: ...
     def entry(self, name: str, body: Dict[str, Any], reinsert: bool = False,
               stack_group: Optional[int] = None) -> None: ...
-    def set_walker(self, tensor: type, parameter: type, strided: Any, float32: Any,
-                   dtypes: List[Tuple[Any, str]], cache_min_bytes: int,
-                   torch_order_below_bytes: int, storage: type, tensors: bool,
-                   torch_order: bool, async_min_bytes: Optional[int] = None,
-                   to_dlpack: Any = None,
-                   dlpack_dtypes: Sequence[Tuple[Tuple[int, int, int], int]] = ()) -> None: ...
+    def set_walker(self, walker: Walker) -> None: ...
     def api_input(self, name: str, args: Sequence[Any], kwargs: Dict[str, Any], recorder: Any,
                   stack_group: Optional[int] = None, lazy_tf: Any = None) -> bool: ...
     def api_output(self, name: str, out: Any, recorder: Any, lazy_tf: Any = None) -> None: ...

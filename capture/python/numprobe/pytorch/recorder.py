@@ -26,7 +26,7 @@ is journaled as a reference to its group.
 """
 import torch
 
-from .. import _settings
+from .. import _native, _settings
 from .._session import StepSession
 from ._api_hooks import ApiHooks, _patch_namespaces, _unpatch_namespaces, api_map  # noqa: F401
 from ._device_stats import DeviceStats
@@ -61,6 +61,7 @@ class Recorder(StepSession, ApiHooks, ModuleHooks, Values, DeviceStats, StatsThr
         self.torch_order = cfg.precision == "low" and cfg.summary_mode != "xor"
         self.hooked_models = set()
         self.handles = []
+        self._walkers = {}  # see _walker
         self._init_stacks()
         self._init_values()
         self._init_stats_thread()
@@ -91,10 +92,19 @@ class Recorder(StepSession, ApiHooks, ModuleHooks, Values, DeviceStats, StatsThr
         self.async_stats = self._async_stats_wanted()
         # The native walk of API values (capture/py/src/walk.rs) records what it can read in
         # place and hands the rest back to ``value``/``outputs``; tensor files stay with them.
-        self.session.set_walker(*walker_types(), not self.may_save, self.torch_order,
-                                _ASYNC_MIN_BYTES if self.async_stats else None,
-                                to_dlpack=_values.TO_DLPACK,
-                                dlpack_dtypes=_values.dlpack_dtypes(_values.TO_DLPACK))
+        self.session.set_walker(self._walker())
+
+    def _walker(self):
+        """The native walk's view of torch for this session's settings, built once per
+        settings (it reads every dtype's size and name: longer than the rest of opening a
+        step's capture)."""
+        key = (not self.may_save, self.torch_order, _ASYNC_MIN_BYTES if self.async_stats else None)
+        walker = self._walkers.get(key)
+        if walker is None:
+            walker = _native.Walker(*walker_types(), *key, to_dlpack=_values.TO_DLPACK,
+                                    dlpack_dtypes=_values.dlpack_dtypes(_values.TO_DLPACK))
+            self._walkers[key] = walker
+        return walker
 
     def start(self, model=None):
         if not self.ensure_session():
