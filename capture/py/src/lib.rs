@@ -256,7 +256,7 @@ struct Session {
     keep_journal: bool,
     /// Pause of the statistics thread before each job (tests only; see `StatsWorker::new`).
     stats_thread_delay: Option<Duration>,
-    /// What the native walk of API values needs of torch (`set_walker`).
+    /// What the native walk of API values needs of torch (`set_walker`, see [`WalkerSpec`]).
     walker: Option<Arc<Walker>>,
     /// The stack group of each call site recorded in this session.
     sites: call_sites::SiteGroups,

@@ -47,7 +47,7 @@ TO_DLPACK = getattr(torch._C, "_to_dlpack", None)
 
 @functools.lru_cache(maxsize=None)
 def walker_types():
-    """What the native walk (``Session.set_walker``) needs of torch and of this module: the
+    """What the native walk (``_native.Walker``) needs of torch and of this module: the
     tensor types it reads itself, ``torch.strided``, ``torch.float32``, every dtype with its
     name, the sizes at which ``_tensor`` caches records (the walk uses ``stats_cache`` as
     ``_cached_tensor`` does) and takes torch's Mean/Norm, and the storage type whose weak
