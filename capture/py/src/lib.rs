@@ -1002,8 +1002,8 @@ impl Session {
 /// it is off; its jobs stay with the recorder), `torch._C._to_dlpack` (a tensor's device,
 /// shape, strides and data address in one call; None: read as attributes) with the DLPack
 /// element types whose dtype it knows ([`dlpack_dtypes`]; the others have their dtype read as
-/// an attribute). Reading the dtypes' sizes and names took longer than opening a step's
-/// capture otherwise did, so it is done once, not per step.
+/// an attribute). Reading every dtype's size and name is done once, not each time a step's
+/// capture opens (up to a third of that opening, benches/RESULTS.md).
 #[pyclass(frozen, name = "Walker", module = "numprobe._native")]
 pub(crate) struct WalkerSpec(Arc<Walker>);
 

@@ -95,9 +95,8 @@ class Recorder(StepSession, ApiHooks, ModuleHooks, Values, DeviceStats, StatsThr
         self.session.set_walker(self._walker())
 
     def _walker(self):
-        """The native walk's view of torch for this session's settings, built once per
-        settings (it reads every dtype's size and name: longer than the rest of opening a
-        step's capture)."""
+        """The native walk's view of torch for the current settings, built once per settings
+        (it reads every dtype's size and name, up to a third of opening a step's capture)."""
         key = (not self.may_save, self.torch_order, _ASYNC_MIN_BYTES if self.async_stats else None)
         walker = self._walkers.get(key)
         if walker is None:
