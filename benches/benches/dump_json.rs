@@ -1,5 +1,6 @@
 //! Parsing and writing msprobe's dump.json: MB/s of `json::parse` (from memory and from a
-//! memory-mapped file), of `json::write_python`, and of the typed walk over every tensor record.
+//! memory-mapped file), of `json::write_python`, and of the typed walk over every tensor record;
+//! records per second of one tensor record's text (what the capture writes per tensor).
 //!
 //! The input is a generated dump of realistic entries (~32 MB): API forward/backward entries with
 //! tensor records (statistics as Python writes them, NaN/Infinity included), scalar kwargs,
@@ -166,6 +167,38 @@ fn bench(c: &mut Criterion) {
     });
     g.bench_function("walk_tensor_records", |b| {
         b.iter(|| dumpf.entries().map(|e| e.tensors().len()).sum::<usize>())
+    });
+    g.finish();
+    record_text(c);
+}
+
+/// `TensorRecord::write_python_at` of statistics records as the capture writes them while a
+/// step runs (float32 statistics, `requires_grad`, five containers deep), records per second.
+fn record_text(c: &mut Criterion) {
+    let mut rng = Rng(0x2545f4914f6cdd1d);
+    let records: Vec<TensorRecord> = (0..1024)
+        .map(|_| {
+            let mut r = TensorRecord::new(
+                "torch.Tensor",
+                "torch.float32",
+                vec![2, 8, 16 + rng.next() % 64],
+            );
+            [r.max, r.min, r.mean, r.norm] = [0; 4].map(|_| Some(Stat::Float(rng.f())));
+            r.requires_grad = Some(rng.next().is_multiple_of(2));
+            r
+        })
+        .collect();
+    let mut g = c.benchmark_group("record_text");
+    g.throughput(Throughput::Elements(records.len() as u64));
+    g.bench_function("statistics_record", |b| {
+        let mut out = Vec::with_capacity(512 * records.len());
+        b.iter(|| {
+            out.clear();
+            for r in black_box(&records) {
+                r.write_python_at(5, &mut out);
+            }
+            out.len()
+        })
     });
     g.finish();
 }
