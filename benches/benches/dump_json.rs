@@ -169,7 +169,6 @@ fn bench(c: &mut Criterion) {
         b.iter(|| dumpf.entries().map(|e| e.tensors().len()).sum::<usize>())
     });
     g.finish();
-    record_text(c);
 }
 
 /// `TensorRecord::write_python_at` of statistics records as the capture writes them while a
@@ -203,5 +202,5 @@ fn record_text(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, bench);
+criterion_group!(benches, bench, record_text);
 criterion_main!(benches);

@@ -23,7 +23,6 @@ import os
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -31,18 +30,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 def worker(workload, threads, recorded):
     sys.path.insert(0, HERE)
-    from capture_per_api import build_step, recording_debugger
+    from capture_per_api import bench_step
 
-    step = build_step(workload, threads)
-    run = step
-    if recorded:
-        dbg = recording_debugger(tempfile.mkdtemp())
-
-        def run():
-            dbg.start()
-            step()
-            dbg.stop()
-            dbg.step()
+    run = bench_step(workload, threads, recorded)
     for _ in range(10):
         run()
     print("ready", flush=True)

@@ -106,6 +106,23 @@ def recording_debugger(dump, extra_info=True, select=(), peer="numprobe"):
     return PrecisionDebugger(config_path=path)
 
 
+def bench_step(workload, threads, recorded):
+    """One step of `workload` as a loop of steps runs it: bare, or recorded (start(), the step,
+    stop(), step(): statistics L1, extra_info on, into a fresh temporary dump). The A/B and
+    profiling scripts of this directory drive their processes with it."""
+    step = build_step(workload, threads)
+    if not recorded:
+        return step
+    dbg = recording_debugger(tempfile.mkdtemp())
+
+    def run():
+        dbg.start()
+        step()
+        dbg.stop()
+        dbg.step()
+    return run
+
+
 def child(variant, workload, steps, dump, threads):
     step = build_step(workload, threads)
     dbg = None

@@ -16,6 +16,7 @@ Workloads as in capture_per_api.py. The numprobe package the interpreter imports
 import argparse
 import collections
 import os
+import select
 import subprocess
 import sys
 import tempfile
@@ -26,23 +27,13 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 def child(workload, threads, recorded):
     sys.path.insert(0, HERE)
-    from capture_per_api import build_step, recording_debugger
+    from capture_per_api import bench_step
 
-    step = build_step(workload, threads)
-    run = step
-    if recorded:
-        dbg = recording_debugger(tempfile.mkdtemp())
-
-        def run():
-            dbg.start()
-            step()
-            dbg.stop()
-            dbg.step()
+    run = bench_step(workload, threads, recorded)
     for _ in range(20):
         run()
     # The parent samples from here on; steps are counted until it says stop (stdin closes).
     print("ready", os.getpid(), flush=True)
-    import select
     n = 0
     t0 = time.perf_counter()
     while not select.select([sys.stdin], [], [], 0)[0]:
@@ -104,6 +95,9 @@ def main():
     if args.child:
         child(args.child[0], int(args.child[1]), args.child[2] == "1")
         return
+    if args.symbols and not args.stacks:
+        # Frame-pointer stacks break in every library built without them (libpython's too).
+        ap.error("--symbols needs --stacks")
     tmp = tempfile.mkdtemp()
     per_lib = {}
     samples = {}
