@@ -11,7 +11,9 @@ on), and each build over the bare median and minimum.
   python benches/peers/capture_ab.py --build base=/tmp/np-base/site --build new=/tmp/np-new/site \\
       [--workload llama] [--threads 1] [--rounds 30] [--steps 4]
 
-A build is a directory holding the `numprobe` package (pip install --target DIR ./capture).
+A build is a directory holding the `numprobe` package (pip install --target DIR ./capture),
+optionally followed by environment settings of its process: `--build noshim=DIR,NUMPROBE_TORCH_SHIM=0`
+runs the same package without its torch reader (numprobe/pytorch/_torch_shim.py).
 Workloads as in capture_per_api.py. A build made with `MATURIN_PEP517_ARGS="--features
 calls-unrecorded"` runs every call of the native path unrecorded after counting it: beside a
 bare run and a recording build it splits what recording adds into the mechanism (the
@@ -48,7 +50,8 @@ def worker(workload, threads, recorded):
 
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument("--build", action="append", default=[], help="NAME=DIR (twice or more)")
+    p.add_argument("--build", action="append", default=[],
+                   help="NAME=DIR[,VAR=VALUE...] (twice or more)")
     p.add_argument("--workload", default="llama")
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--rounds", type=int, default=30)
@@ -61,8 +64,10 @@ def main():
     if len(builds) < 1:
         sys.exit("give --build NAME=DIR at least once")
     procs = {}
-    for name, site in [("bare", builds[0][1])] + builds:
+    for name, spec in [("bare", builds[0][1].split(",")[0])] + builds:
+        site, *settings = spec.split(",")
         env = dict(os.environ, PYTHONPATH=site)
+        env.update(kv.split("=", 1) for kv in settings)
         role = "bare" if name == "bare" else "recorded"
         cmd = [sys.executable, os.path.abspath(__file__), "--worker", role,
                "--workload", args.workload, "--threads", str(args.threads)]

@@ -18,6 +18,7 @@ use pyo3::types::{PyBytes, PyDict, PyFrozenSet, PyList, PyString, PyTuple, PyTyp
 use crate::Session;
 use crate::call_sites::{self, CallSites, StackFrames};
 use crate::stage_timers::{Lap, Stage};
+use crate::torch_shim::TorchShim;
 use crate::walk::{MAX_DEPTH, NoTorchFunction};
 
 thread_local! {
@@ -98,6 +99,9 @@ pub(crate) struct ApiCalls {
     grad_enabled: Py<PyAny>,
     /// The recorder's call sites (its `stack_cache`): their stack lines by key.
     sites: Py<CallSites>,
+    /// numprobe's torch reader, when one is built for this torch: grad mode and an output's
+    /// requires_grad without a Python call.
+    shim: Option<Py<TorchShim>>,
 }
 
 /// Torch functions during a walk: off from the start when a mode is on the torch-function
@@ -156,8 +160,10 @@ impl ApiCalls {
     /// `torch_c`: `(DisableTorchFunction, _len_torch_function_stack,
     /// _get_function_stack_at, _pop_torch_function_stack, _push_on_torch_function_stack,
     /// is_grad_enabled, nn.Parameter)`; `sites`: the recorder's call sites (its
-    /// `stack_cache`, which its `stack_at` fills).
+    /// `stack_cache`, which its `stack_at` fills); `shim`: numprobe's torch reader or None.
     #[new]
+    #[pyo3(signature = (recorder, counters, extra_info, risk_level, core, low_risk,
+        device_stats_bound, tensor, torch_c, sites, shim=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         recorder: Py<PyAny>,
@@ -170,6 +176,7 @@ impl ApiCalls {
         tensor: Py<PyType>,
         torch_c: TorchC,
         sites: Py<CallSites>,
+        shim: Option<Py<TorchShim>>,
     ) -> ApiCalls {
         let risk = match risk_level {
             "ALL" => Risk::All,
@@ -193,6 +200,7 @@ impl ApiCalls {
             mode_push,
             grad_enabled,
             sites,
+            shim,
         }
     }
 
@@ -305,7 +313,11 @@ impl ApiCalls {
         Session::api_output_named(session, &entry, entry_name, &out, rec, tf.lazy())?;
         let mut lap = Lap::start();
         entry_done(py, rec, self.device_stats_bound)?;
-        if self.grad_enabled.bind(py).call0()?.is_truthy()? {
+        let grad_enabled = match &self.shim {
+            Some(shim) => shim.get().grad_enabled(),
+            None => self.grad_enabled.bind(py).call0()?.is_truthy()?,
+        };
+        if grad_enabled {
             let first = first_tensor(&out, self.tensor.bind(py), 0)?;
             let _off = tf.off_for(
                 first.as_ref(),
@@ -388,13 +400,18 @@ impl ApiCalls {
         args: &Bound<'py, PyTuple>,
         kwargs: &Bound<'py, PyDict>,
     ) -> PyResult<()> {
-        let Some(grad_fn) = backward_node(
+        let shim = self
+            .shim
+            .as_ref()
+            .map(|s| (s.get(), self.parameter.bind(py)));
+        let Some(grad_fn) = backward_node_of(
             out,
             self.tensor.bind(py),
             prefix,
             name,
             args.as_any(),
             kwargs,
+            shim,
         )?
         else {
             return Ok(());
@@ -426,11 +443,38 @@ pub(crate) fn backward_node<'py>(
     args: &Bound<'py, PyAny>,
     kwargs: &Bound<'py, PyDict>,
 ) -> PyResult<Option<Bound<'py, PyAny>>> {
+    backward_node_of(out, tensor, prefix, name, args, kwargs, None)
+}
+
+/// [`backward_node`], with `requires_grad` of a plain tensor or parameter (`shim`'s second
+/// member is `nn.Parameter`) read by numprobe's torch reader when there is one.
+fn backward_node_of<'py>(
+    out: &Bound<'py, PyAny>,
+    tensor: &Bound<'py, PyType>,
+    prefix: &Bound<'py, PyString>,
+    name: &Bound<'py, PyString>,
+    args: &Bound<'py, PyAny>,
+    kwargs: &Bound<'py, PyDict>,
+    shim: Option<(&TorchShim, &Bound<'py, PyAny>)>,
+) -> PyResult<Option<Bound<'py, PyAny>>> {
     let py = out.py();
     let Some(t) = first_tensor(out, tensor, 0)? else {
         return Ok(None);
     };
-    if !t.getattr(intern!(py, "requires_grad"))?.is_truthy()? {
+    // A subclass may define requires_grad itself: read through Python.
+    let native = shim.and_then(|(shim, parameter)| {
+        let ty = t.get_type();
+        if ty.is(tensor) || ty.is(parameter) {
+            shim.meta(&t).map(|m| m.requires_grad != 0)
+        } else {
+            None
+        }
+    });
+    let requires_grad = match native {
+        Some(rg) => rg,
+        None => t.getattr(intern!(py, "requires_grad"))?.is_truthy()?,
+    };
+    if !requires_grad {
         return Ok(None);
     }
     let grad_fn = t.getattr(intern!(py, "grad_fn"))?;

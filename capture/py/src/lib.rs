@@ -10,6 +10,7 @@ mod cluster;
 mod dlpack;
 mod ptread;
 mod stage_timers;
+mod torch_shim;
 mod walk;
 
 use std::collections::{HashMap, HashSet};
@@ -1002,8 +1003,11 @@ impl Session {
 /// it is off; its jobs stay with the recorder), `torch._C._to_dlpack` (a tensor's device,
 /// shape, strides and data address in one call; None: read as attributes) with the DLPack
 /// element types whose dtype it knows ([`dlpack_dtypes`]; the others have their dtype read as
-/// an attribute). Reading every dtype's size and name is done once, not each time a step's
-/// capture opens (up to a third of that opening, benches/RESULTS.md).
+/// an attribute), and numprobe's torch reader when one is built for this torch (`shim`, a
+/// [`torch_shim::TorchShim`], with the `c10::ScalarType` value of each dtype it knows:
+/// `shim_dtypes`; it replaces the reads above). Reading every dtype's size and name is done
+/// once, not each time a step's capture opens (up to a third of that opening,
+/// benches/RESULTS.md).
 #[pyclass(frozen, name = "Walker", module = "numprobe._native")]
 pub(crate) struct WalkerSpec(Arc<Walker>);
 
@@ -1013,7 +1017,7 @@ impl WalkerSpec {
     #[allow(clippy::too_many_arguments)]
     #[pyo3(signature = (tensor, parameter, strided, float32, dtypes, cache_min_bytes,
         torch_order_below_bytes, storage, tensors, torch_order, async_min_bytes=None,
-        to_dlpack=None, dlpack_dtypes=Vec::new()))]
+        to_dlpack=None, dlpack_dtypes=Vec::new(), shim=None, shim_dtypes=Vec::new()))]
     fn new(
         tensor: Py<PyType>,
         parameter: Py<PyType>,
@@ -1028,10 +1032,17 @@ impl WalkerSpec {
         async_min_bytes: Option<usize>,
         to_dlpack: Option<Py<PyAny>>,
         dlpack_dtypes: Vec<(dlpack::DlType, usize)>,
+        shim: Option<Py<torch_shim::TorchShim>>,
+        shim_dtypes: Vec<(i32, usize)>,
     ) -> PyResult<WalkerSpec> {
         if dlpack_dtypes.iter().any(|&(_, i)| i >= dtypes.len()) {
             return Err(PyValueError::new_err(
                 "dlpack_dtypes names a dtype not in dtypes",
+            ));
+        }
+        if shim_dtypes.iter().any(|&(_, i)| i >= dtypes.len()) {
+            return Err(PyValueError::new_err(
+                "shim_dtypes names a dtype not in dtypes",
             ));
         }
         let dtypes = dtypes
@@ -1049,6 +1060,8 @@ impl WalkerSpec {
             storage,
             to_dlpack,
             dlpack_dtypes,
+            shim,
+            shim_dtypes,
             fast: tensors,
             torch_order,
             async_min_bytes,
@@ -1209,6 +1222,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<call_sites::StackFrames>()?;
     m.add_class::<call_sites::CallSites>()?;
     m.add_class::<api_call::ApiCalls>()?;
+    m.add_class::<torch_shim::TorchShim>()?;
     m.add_function(wrap_pyfunction!(api_call::busy, m)?)?;
     m.add_function(wrap_pyfunction!(stage_timers::stage_times, m)?)?;
     m.add_function(wrap_pyfunction!(api_call::set_busy, m)?)?;

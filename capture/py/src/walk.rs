@@ -11,10 +11,11 @@
 //! those of the Python walk, value for value. It writes each record's text at its place in
 //! the entry (`PyContainer`, `TensorRecord::write_python_at`) instead of building JSON values
 //! to render afterwards; a record of the record cache keeps its text for the next call that
-//! reads its tensor. A tensor's device, shape, strides, data
-//! address and (for the dtypes DLPack tells apart) dtype come from torch's DLPack export in
-//! one call (`dlpack.rs`); its negative and conjugate bits and requires_grad from its
-//! attributes.
+//! reads its tensor. Everything the walk reads of a tensor comes from numprobe's torch reader
+//! in one call when one is built for the running torch (`torch_shim.rs`); else its device,
+//! shape, strides, data address and (for the dtypes DLPack tells apart) dtype come from
+//! torch's DLPack export in one call (`dlpack.rs`), its negative and conjugate bits and
+//! requires_grad from its attributes ([`Facts`]).
 //!
 //! Torch functions are off while it runs (`torch._C.DisableTorchFunction`): the tensor
 //! attributes read here would otherwise go through the recorder's own mode. With no mode on
@@ -37,6 +38,7 @@ use stats_gpu::summary::{Options, SummaryMode};
 
 use crate::dlpack::{self, Placement};
 use crate::stage_timers::{Lap, Stage};
+use crate::torch_shim::TorchShim;
 use crate::{TensorRec, borrow, record_in_place_into, sample_hash, to_value};
 
 /// `torch._C.DisableTorchFunction` entered for a scope, left at its end.
@@ -92,6 +94,12 @@ pub(crate) struct Walker {
     /// DLPack element types and the index in `dtypes` of the one torch dtype each stands for
     /// ([`dlpack::dtype_table`]).
     pub(crate) dlpack_dtypes: Vec<(dlpack::DlType, usize)>,
+    /// numprobe's torch reader built for the running torch, when there is one
+    /// ([`TorchShim`]): every fact of a tensor in one call, instead of the reads above.
+    pub(crate) shim: Option<Py<TorchShim>>,
+    /// `c10::ScalarType` values and the index in `dtypes` of the torch dtype each stands for,
+    /// learnt from torch's own tensors when the reader was loaded.
+    pub(crate) shim_dtypes: Vec<(i32, usize)>,
     /// Whether tensors may be recorded here: not when the task saves tensor files (their
     /// names and writes belong to the recorder).
     pub(crate) fast: bool,
@@ -198,6 +206,150 @@ fn is_dense(shape: &[usize], strides: &[usize]) -> bool {
         want = want.saturating_mul(size);
     }
     true
+}
+
+/// What the walk reads of a tensor before it decides how to record it: from torch's C++ API
+/// when the torch reader is loaded ([`facts_native`], one call), else from its Python
+/// attributes and DLPack export ([`facts_python`]); reads that only some tensors need are
+/// left to the walk there (`None` below).
+struct Facts {
+    /// Index in the walker's `dtypes`.
+    dtype: usize,
+    shape: Vec<usize>,
+    /// In elements.
+    strides: Option<Vec<usize>>,
+    ptr: Option<usize>,
+    contiguous: bool,
+    requires_grad: Option<bool>,
+    /// The record cache's identity of the tensor's memory.
+    ids: Option<StorageIds>,
+}
+
+/// A tensor's storage as torch's C++ API gives it.
+#[derive(Clone, Copy)]
+pub(crate) struct StorageIds {
+    /// The StorageImpl (`untyped_storage()._cdata`); 0 without storage.
+    storage: u64,
+    /// Its bytes: the walk reads only inside them.
+    data: usize,
+    nbytes: usize,
+    /// `_version`; None for an inference tensor.
+    version: Option<i64>,
+}
+
+impl StorageIds {
+    /// Whether the `nbytes` bytes at `ptr` lie inside the storage.
+    fn holds(&self, ptr: usize, nbytes: usize) -> bool {
+        nbytes == 0
+            || (ptr >= self.data
+                && ptr
+                    .checked_add(nbytes)
+                    .is_some_and(|end| end <= self.data.saturating_add(self.nbytes)))
+    }
+}
+
+/// What the walk needs of a record-cache candidate that it has read already.
+struct Known {
+    requires_grad: Option<bool>,
+    ids: Option<StorageIds>,
+}
+
+/// The facts of `v` (exactly a `torch.Tensor` or `Parameter`) through the torch reader, or
+/// None for the recorder's path: not a strided CPU tensor, a negative or conjugate view, a
+/// dtype the loader did not learn, or a read torch refused.
+fn facts_native(w: &Walker, shim: &TorchShim, v: &Bound<'_, PyAny>) -> Option<Facts> {
+    let m = shim.meta(v)?;
+    if m.strided == 0 || m.cpu == 0 || m.neg != 0 || m.conj != 0 {
+        return None;
+    }
+    let dtype = w
+        .shim_dtypes
+        .iter()
+        .find(|(k, _)| *k == m.scalar_type)
+        .map(|&(_, i)| i)?;
+    let (shape, strides) = m.shape_strides()?;
+    Some(Facts {
+        dtype,
+        shape,
+        strides: Some(strides),
+        ptr: Some(usize::try_from(m.data_ptr).ok()?),
+        contiguous: m.contiguous != 0,
+        requires_grad: Some(m.requires_grad != 0),
+        ids: Some(StorageIds {
+            storage: m.storage,
+            data: usize::try_from(m.storage_data).ok()?,
+            nbytes: usize::try_from(m.storage_nbytes).ok()?,
+            version: (m.version >= 0).then_some(m.version),
+        }),
+    })
+}
+
+/// The facts of `v` (exactly a `torch.Tensor` or `Parameter`) through its Python attributes
+/// and torch's DLPack export, or None for the recorder's path.
+fn facts_python(w: &Walker, v: &Bound<'_, PyAny>) -> PyResult<Option<Facts>> {
+    let py = v.py();
+    if !v.getattr(intern!(py, "layout"))?.is(w.strided.bind(py)) {
+        return Ok(None);
+    }
+    let placement = match &w.to_dlpack {
+        Some(f) => dlpack::placement(f.bind(py), v),
+        None => Placement::Unknown,
+    };
+    let layout = match placement {
+        Placement::Cpu(l) => Some(l),
+        Placement::Elsewhere => return Ok(None),
+        Placement::Unknown if !v.getattr(intern!(py, "is_cpu"))?.extract::<bool>()? => {
+            return Ok(None);
+        }
+        Placement::Unknown => None,
+    };
+    if v.call_method0(intern!(py, "is_neg"))?.extract::<bool>()? {
+        return Ok(None);
+    }
+    let contiguous = match &layout {
+        Some(l) => dlpack::is_contiguous(&l.shape, &l.strides),
+        None => v
+            .call_method0(intern!(py, "is_contiguous"))?
+            .extract::<bool>()?,
+    };
+    let known = layout.as_ref().and_then(|l| {
+        w.dlpack_dtypes
+            .iter()
+            .find(|(k, _)| *k == l.dtype)
+            .map(|&(_, i)| i)
+    });
+    let dtype = match known {
+        Some(i) => i,
+        None => {
+            let dtype = v.getattr(intern!(py, "dtype"))?;
+            match w.dtypes.iter().position(|d| d.obj.bind(py).is(&dtype)) {
+                Some(i) => i,
+                None => return Ok(None),
+            }
+        }
+    };
+    // Only complex tensors carry a conjugate bit.
+    if w.dtypes[dtype].name.contains("complex")
+        && v.call_method0(intern!(py, "is_conj"))?.extract::<bool>()?
+    {
+        return Ok(None);
+    }
+    let (shape, strides, ptr) = match layout {
+        Some(l) => (l.shape, Some(l.strides), Some(l.ptr)),
+        None => {
+            let shape: Vec<usize> = v.getattr(intern!(py, "shape"))?.extract()?;
+            (shape, None, None)
+        }
+    };
+    Ok(Some(Facts {
+        dtype,
+        shape,
+        strides,
+        ptr,
+        contiguous,
+        requires_grad: None,
+        ids: None,
+    }))
 }
 
 impl<'py> Walk<'py> {
@@ -338,67 +490,29 @@ impl<'py> Walk<'py> {
         let py = v.py();
         let walker = Arc::clone(&self.walker);
         let w = &*walker;
-        if !w.fast || !v.getattr(intern!(py, "layout"))?.is(w.strided.bind(py)) {
+        if !w.fast {
             return Ok(false);
         }
-        let placement = match &w.to_dlpack {
-            Some(f) => dlpack::placement(f.bind(py), v),
-            None => Placement::Unknown,
+        let facts = match &w.shim {
+            Some(shim) => facts_native(w, shim.get(), v),
+            None => facts_python(w, v)?,
         };
-        let layout = match placement {
-            Placement::Cpu(l) => Some(l),
-            Placement::Elsewhere => return Ok(false),
-            Placement::Unknown if !v.getattr(intern!(py, "is_cpu"))?.extract::<bool>()? => {
-                return Ok(false);
-            }
-            Placement::Unknown => None,
-        };
-        if v.call_method0(intern!(py, "is_neg"))?.extract::<bool>()? {
+        let Some(f) = facts else {
             return Ok(false);
-        }
-        let contiguous = match &layout {
-            Some(l) => dlpack::is_contiguous(&l.shape, &l.strides),
-            None => v
-                .call_method0(intern!(py, "is_contiguous"))?
-                .extract::<bool>()?,
         };
-        let known = layout.as_ref().and_then(|l| {
-            w.dlpack_dtypes
-                .iter()
-                .find(|(k, _)| *k == l.dtype)
-                .map(|&(_, i)| &w.dtypes[i])
-        });
-        let dt = match known {
-            Some(dt) => dt,
-            None => {
-                let dtype = v.getattr(intern!(py, "dtype"))?;
-                match w.dtypes.iter().find(|d| d.obj.bind(py).is(&dtype)) {
-                    Some(dt) => dt,
-                    None => return Ok(false),
-                }
-            }
-        };
+        let dt = &w.dtypes[f.dtype];
+        let dname = &dt.name;
         let f32 = dt.obj.bind(py).is(w.float32.bind(py));
+        let contiguous = f.contiguous;
         // Strided: only a dense float32 permutation under torch's order, in statistics mode.
         let in_place =
             contiguous || (f32 && w.torch_order && self.opts.mode == SummaryMode::Statistics);
         if !in_place {
             return Ok(false);
         }
-        let dname = &dt.name;
-        // Only complex tensors carry a conjugate bit.
-        if dname.contains("complex") && v.call_method0(intern!(py, "is_conj"))?.extract::<bool>()? {
-            return Ok(false);
-        }
-        let (shape, strides, ptr) = match layout {
-            Some(l) => (l.shape, Some(l.strides), Some(l.ptr)),
-            None => {
-                let shape: Vec<usize> = v.getattr(intern!(py, "shape"))?.extract()?;
-                (shape, None, None)
-            }
-        };
+        let shape = f.shape;
         let data_ptr = |v: &Bound<'py, PyAny>| -> PyResult<usize> {
-            match ptr {
+            match f.ptr {
                 Some(p) => Ok(p),
                 None => v.call_method0(intern!(py, "data_ptr"))?.extract(),
             }
@@ -417,12 +531,19 @@ impl<'py> Walk<'py> {
                     return Ok(false);
                 }
                 let ptr = data_ptr(v)?;
-                self.cached(v, ptr, &shape, dt, nbytes, level, out)?;
+                if f.ids.is_some_and(|ids| !ids.holds(ptr, nbytes)) {
+                    return Ok(false);
+                }
+                let known = Known {
+                    requires_grad: f.requires_grad,
+                    ids: f.ids,
+                };
+                self.cached(v, ptr, &shape, dt, nbytes, known, level, out)?;
                 return Ok(true);
             }
             nbytes
         } else {
-            let strides: Vec<usize> = match strides {
+            let strides: Vec<usize> = match f.strides {
                 Some(s) => s,
                 None => v.call_method0(intern!(py, "stride"))?.extract()?,
             };
@@ -442,7 +563,13 @@ impl<'py> Walk<'py> {
             return Ok(false);
         }
         let ptr: usize = if nbytes > 0 { data_ptr(v)? } else { 0 };
-        let requires_grad = v.getattr(intern!(py, "requires_grad"))?.extract::<bool>()?;
+        if f.ids.is_some_and(|ids| !ids.holds(ptr, nbytes)) {
+            return Ok(false);
+        }
+        let requires_grad = match f.requires_grad {
+            Some(rg) => rg,
+            None => v.getattr(intern!(py, "requires_grad"))?.extract::<bool>()?,
+        };
         // SAFETY: `v` is a live CPU tensor whose elements fill the `nbytes` bytes at `ptr`
         // exactly once (contiguous, or a dense permutation: checked above), held by the
         // caller's arguments for the whole call.
@@ -501,12 +628,16 @@ impl<'py> Walk<'py> {
         shape: &[usize],
         dt: &Dtype,
         nbytes: usize,
+        known: Known,
         level: usize,
         out: &mut Vec<u8>,
     ) -> PyResult<()> {
         let py = v.py();
         let dname = dt.name.as_str();
-        let rg = v.getattr(intern!(py, "requires_grad"))?.extract::<bool>()?;
+        let rg = match known.requires_grad {
+            Some(rg) => rg,
+            None => v.getattr(intern!(py, "requires_grad"))?.extract::<bool>()?,
+        };
         // SAFETY: `v` is a live contiguous CPU tensor of `nbytes` bytes at `ptr` (checked by
         // the caller), held by the caller's arguments for the whole call.
         let bytes = unsafe { borrow(ptr, nbytes) };
@@ -516,21 +647,41 @@ impl<'py> Walk<'py> {
             })
         };
         // Inference tensors have no version counter: not cached.
-        let version = match v.getattr(intern!(py, "_version")) {
-            Ok(x) => x,
-            Err(e) if e.is_instance_of::<PyRuntimeError>(py) => return uncached(self, out),
-            Err(e) => return Err(e),
-        };
-        let storage = match v.call_method0(intern!(py, "untyped_storage")) {
-            Ok(x) => x,
-            Err(e) if e.is_instance_of::<PyRuntimeError>(py) => return uncached(self, out),
-            Err(e) => return Err(e),
+        let (version, storage, cdata) = match known.ids {
+            Some(StorageIds {
+                version: Some(version),
+                storage,
+                ..
+            }) if storage != 0 => (
+                version.into_pyobject(py)?.into_any(),
+                None,
+                storage.into_pyobject(py)?.into_any(),
+            ),
+            Some(_) => return uncached(self, out),
+            None => {
+                let version = match v.getattr(intern!(py, "_version")) {
+                    Ok(x) => x,
+                    Err(e) if e.is_instance_of::<PyRuntimeError>(py) => {
+                        return uncached(self, out);
+                    }
+                    Err(e) => return Err(e),
+                };
+                let storage = match v.call_method0(intern!(py, "untyped_storage")) {
+                    Ok(x) => x,
+                    Err(e) if e.is_instance_of::<PyRuntimeError>(py) => {
+                        return uncached(self, out);
+                    }
+                    Err(e) => return Err(e),
+                };
+                let cdata = storage.getattr(intern!(py, "_cdata"))?;
+                (version, Some(storage), cdata)
+            }
         };
         let storage_type = self.walker.storage.bind(py);
         let key = PyTuple::new(
             py,
             [
-                storage.getattr(intern!(py, "_cdata"))?,
+                cdata,
                 ptr.into_pyobject(py)?.into_any(),
                 // Equal to the `torch.Size` the recorder's path keys with (a tuple subclass).
                 PyTuple::new(py, shape)?.into_any(),
@@ -564,6 +715,11 @@ impl<'py> Walk<'py> {
             r.to_value()
         })?;
         let rec = Bound::new(py, TensorRec::with_text(value, level, out[at..].to_vec()))?;
+        // Read through the torch reader, the storage object is made only for a new entry.
+        let storage = match storage {
+            Some(s) => s,
+            None => v.call_method0(intern!(py, "untyped_storage"))?,
+        };
         let wref = storage.call_method0(intern!(py, "_weak_ref"))?;
         cache.set_item(key, (wref, version, sample, rec))?;
         Ok(())

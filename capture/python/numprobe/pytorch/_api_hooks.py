@@ -25,6 +25,7 @@ from torch.overrides import TorchFunctionMode
 
 from . import _api_lists
 from . import _ops_hooks
+from . import _torch_shim
 from ._reentry import busy as _busy
 from ._reentry import set_busy as _set_busy
 from .risk import CORE, LOW_RISK, is_recorded_at
@@ -250,7 +251,7 @@ class ApiHooks:
                    torch.is_grad_enabled, torch.nn.Parameter)
         return ApiCalls(self, self.counters, bool(cfg.extra_info), cfg.risk_level, CORE,
                         LOW_RISK, self.device_stats_bound, torch.Tensor, torch_c,
-                        self.stack_cache)
+                        self.stack_cache, shim=_torch_shim.load())
 
     def hook_apis(self):
         """Sets the namespace wrappers (if not yet), and the mode where the opt-in needs it

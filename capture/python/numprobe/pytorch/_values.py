@@ -16,7 +16,7 @@ import functools
 import os
 import warnings
 import zlib
-from typing import Dict
+from typing import Dict, Optional
 
 import torch
 
@@ -68,6 +68,33 @@ def dlpack_dtypes(to_dlpack):
         # Making a tensor of an experimental or deprecated dtype warns; the user made none.
         warnings.simplefilter("ignore")
         return _native_dlpack_dtypes(to_dlpack, empty, [d for d, _ in walker_types()[4]])
+
+
+@functools.lru_cache(maxsize=None)
+def shim_dtypes(shim):
+    """Which torch dtype each ``c10::ScalarType`` value of the torch reader stands for, as
+    ``(value, index in walker_types()'s dtypes)``, learnt from one-element CPU tensors of each
+    dtype; a value two dtypes share is left out (its tensors take the recorder's path)."""
+    if shim is None:
+        return []
+    empty = getattr(torch.empty, "__wrapped__", torch.empty)  # never a recorded call
+    seen: Dict[int, Optional[int]] = {}
+    dtypes = [d for d, _ in walker_types()[4]]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for i, d in enumerate(dtypes):
+            try:
+                st = shim.scalar_type(empty(1, dtype=d, device="cpu"))
+            except (RuntimeError, TypeError):
+                continue
+            if st is None:
+                continue
+            owner = seen.get(st, -1)
+            if owner == -1:
+                seen[st] = i
+            elif owner is not None and dtypes[owner] is not d:
+                seen[st] = None  # two dtypes, one value: neither is trusted
+    return [(st, i) for st, i in seen.items() if i is not None]
 
 
 def _location(device):

@@ -33,7 +33,7 @@ from ._device_stats import DeviceStats
 from ._module_hooks import ModuleHooks
 from ._stacks import Stacks
 from ._stats_thread import _ASYNC_MIN_BYTES, StatsThread
-from . import _values
+from . import _torch_shim, _values
 from ._values import Values, _location, walker_types  # noqa: F401
 
 
@@ -100,8 +100,10 @@ class Recorder(StepSession, ApiHooks, ModuleHooks, Values, DeviceStats, StatsThr
         key = (not self.may_save, self.torch_order, _ASYNC_MIN_BYTES if self.async_stats else None)
         walker = self._walkers.get(key)
         if walker is None:
+            shim = _torch_shim.load()
             walker = _native.Walker(*walker_types(), *key, to_dlpack=_values.TO_DLPACK,
-                                    dlpack_dtypes=_values.dlpack_dtypes(_values.TO_DLPACK))
+                                    dlpack_dtypes=_values.dlpack_dtypes(_values.TO_DLPACK),
+                                    shim=shim, shim_dtypes=_values.shim_dtypes(shim))
             self._walkers[key] = walker
         return walker
 

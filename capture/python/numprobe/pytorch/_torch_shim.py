@@ -1,0 +1,186 @@
+"""numprobe's optional reader of torch tensors through torch's C++ API (``torch_shim.cpp``):
+built on this machine against the installed torch by ``python -m numprobe.pytorch
+build-torch-shim``, then used by every capture whose torch it names.
+
+Reading a tensor through Python's C API costs the native walk 0.3-0.6 us a tensor; the
+library reads everything in one call of about 15 ns (benches/RESULTS.md, 2026-12-05). torch's
+C++ ABI differs between releases, so the library is kept per torch build
+(``identity()``) in numprobe's cache folder and loaded only by the torch it names; without
+one (no compiler, another torch, ``NUMPROBE_TORCH_SHIM=0``) the walk reads tensors as before,
+with the same records.
+
+The cache folder holds code that is loaded into the process: it must be a real folder (not a
+link) owned by this user and writable by no one else, and so must the library; a library
+that fails any check is not loaded. The library is compiled under a temporary name in that
+folder and renamed into place, so a half-written one is never found.
+"""
+import hashlib
+import os
+import stat
+import subprocess
+import sys
+import sysconfig
+import tempfile
+import time
+import warnings
+from pathlib import Path
+from typing import List, Optional
+
+import torch
+
+from .. import _native
+
+SOURCE = Path(__file__).with_name("torch_shim.cpp")
+# NUMPROBE_TORCH_SHIM=0 turns the library off; the walk reads tensors through Python.
+ENV_SWITCH = "NUMPROBE_TORCH_SHIM"
+ENV_CACHE = "NUMPROBE_CACHE_DIR"
+_LOADED: List[object] = []  # [shim or None] once looked up
+
+
+def identity() -> str:
+    """The torch build, Python and library source a library is made for: its file name is
+    derived from it and the library carries it, so a library is only ever loaded by the torch
+    (and the numprobe) it was compiled for."""
+    src = hashlib.sha256(SOURCE.read_bytes()).hexdigest()[:16]
+    abi = int(bool(getattr(torch._C, "_GLIBCXX_USE_CXX11_ABI", True)))
+    return (f"torch {torch.__version__} git {torch.version.git_version} cxx11abi {abi} "
+            f"python {sys.implementation.cache_tag} source {src}")
+
+
+def cache_dir() -> Path:
+    """``$NUMPROBE_CACHE_DIR``, else ``$XDG_CACHE_HOME/numprobe``, else ``~/.cache/numprobe``;
+    the libraries are kept in its ``torch-shim`` folder."""
+    base = os.environ.get(ENV_CACHE)
+    if not base:
+        xdg = os.environ.get("XDG_CACHE_HOME")
+        base = os.path.join(xdg, "numprobe") if xdg else os.path.join(
+            os.path.expanduser("~"), ".cache", "numprobe")
+    return Path(base) / "torch-shim"
+
+
+def library_path(folder: Optional[Path] = None) -> Path:
+    """Where the library for the running torch is (or would be) kept."""
+    key = hashlib.sha256(identity().encode()).hexdigest()[:20]
+    return (folder or cache_dir()) / f"libnumprobe_torch_{key}.so"
+
+
+class ShimUnsafe(OSError):
+    """The cache folder or library could be changed by someone else (or is a link)."""
+
+
+def _check_private(path: Path, want_dir: bool) -> None:
+    st = os.lstat(path)
+    kind = stat.S_ISDIR(st.st_mode) if want_dir else stat.S_ISREG(st.st_mode)
+    if not kind:
+        what = "a folder" if want_dir else "a regular file"
+        raise ShimUnsafe(f"{path}: not {what} (links are not followed)")
+    if hasattr(os, "getuid") and st.st_uid != os.getuid():
+        raise ShimUnsafe(f"{path}: owned by uid {st.st_uid}, not by this user")
+    if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        raise ShimUnsafe(f"{path}: writable by others (mode {stat.S_IMODE(st.st_mode):o})")
+
+
+def _private_folder(folder: Path) -> None:
+    """Makes `folder` (mode 0700) if missing and checks it; its parents are the user's."""
+    try:
+        os.makedirs(folder, mode=0o700, exist_ok=True)
+    except FileExistsError:
+        pass
+    _check_private(folder, want_dir=True)
+
+
+def compile_command(out: Path, cxx: Optional[str] = None) -> List[str]:
+    """The compiler's command line for a library at `out` against the running torch and
+    Python (the flags torch's own C++ extensions use: C++20, position independent, torch's
+    C++ ABI, its headers and libraries)."""
+    import torch.utils.cpp_extension as ext
+
+    cxx = cxx or os.environ.get("CXX") or "c++"
+    abi = int(bool(getattr(torch._C, "_GLIBCXX_USE_CXX11_ABI", True)))
+    lib = os.path.join(os.path.dirname(torch.__file__), "lib")
+    cmd = [cxx, "-std=c++20", "-O2", "-fPIC", "-shared", "-fvisibility=hidden",
+           f"-D_GLIBCXX_USE_CXX11_ABI={abi}", f"-DNUMPROBE_BUILT_FOR=\"{identity()}\""]
+    for inc in ext.include_paths():
+        cmd += ["-isystem", inc]
+    cmd += ["-isystem", sysconfig.get_paths()["include"]]
+    cmd += [str(SOURCE), "-o", str(out), f"-L{lib}", f"-Wl,-rpath,{lib}",
+            "-ltorch_python", "-ltorch_cpu", "-lc10"]
+    return cmd
+
+
+def build(folder: Optional[Path] = None, cxx: Optional[str] = None, quiet: bool = False) -> Path:
+    """Compiles the library for the running torch into `folder` (the cache folder by
+    default) and returns its path; raises RuntimeError with the compiler's output when it
+    fails, ShimUnsafe when the folder is not private to this user."""
+    folder = folder or cache_dir()
+    _private_folder(folder)
+    final = library_path(folder)
+    fd, tmp = tempfile.mkstemp(prefix=".building-", suffix=".so", dir=folder)
+    os.close(fd)
+    try:
+        cmd = compile_command(Path(tmp), cxx)
+        t0 = time.monotonic()
+        done = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        if done.returncode != 0:
+            raise RuntimeError(f"compiling {SOURCE.name} failed ({done.returncode}):\n"
+                               f"{' '.join(cmd)}\n{done.stdout}")
+        os.chmod(tmp, 0o700)
+        # Checked before it is named: a library that cannot be loaded is never put in place.
+        _native.TorchShim.load(tmp, identity(), torch._C.TensorBase)
+        os.replace(tmp, final)
+        tmp = None
+        if not quiet:
+            print(f"numprobe: built {final} in {time.monotonic() - t0:.1f} s", file=sys.stderr)
+        return final
+    finally:
+        if tmp is not None:
+            try:
+                os.unlink(tmp)
+            except FileNotFoundError:
+                pass
+
+
+def load(path: Optional[Path] = None):
+    """The library for the running torch (``_native.TorchShim``), or None when there is none,
+    it is switched off, or it fails a check (said once as a warning). Looked up once per
+    process unless `path` is given."""
+    if path is None and _LOADED:
+        return _LOADED[0]
+    shim = None
+    if os.environ.get(ENV_SWITCH, "1") not in ("0", "off", "false", "no"):
+        where = path or library_path()
+        try:
+            if path is not None or where.exists():
+                _check_private(where.parent, want_dir=True)
+                _check_private(where, want_dir=False)
+                shim = _native.TorchShim.load(str(where), identity(), torch._C.TensorBase)
+        except OSError as e:
+            warnings.warn(f"numprobe: torch reader not used: {e}", RuntimeWarning, stacklevel=2)
+            shim = None
+    if path is None:
+        _LOADED.append(shim)
+    return shim
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    """``python -m numprobe.pytorch build-torch-shim [--cache-dir DIR] [--cxx COMPILER]``."""
+    import argparse
+
+    p = argparse.ArgumentParser(
+        prog="python -m numprobe.pytorch build-torch-shim",
+        description="Compile numprobe's reader of torch tensors against the installed torch "
+                    "(a C++20 compiler and torch's headers, as for torch's C++ extensions). "
+                    "Captures then read each tensor in one native call.")
+    p.add_argument("--cache-dir", type=Path, default=None,
+                   help="folder to keep it in (default: $NUMPROBE_CACHE_DIR/torch-shim, "
+                        "$XDG_CACHE_HOME/numprobe/torch-shim or ~/.cache/numprobe/torch-shim)")
+    p.add_argument("--cxx", default=None, help="C++ compiler (default: $CXX or c++)")
+    args = p.parse_args(argv)
+    folder = args.cache_dir / "torch-shim" if args.cache_dir else None
+    try:
+        path = build(folder, args.cxx)
+    except (OSError, RuntimeError) as e:
+        print(f"numprobe: {e}", file=sys.stderr)
+        return 1
+    print(path)
+    return 0

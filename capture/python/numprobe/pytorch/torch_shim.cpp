@@ -1,0 +1,121 @@
+// numprobe's optional reader of torch tensors through torch's C++ API.
+//
+// The native walk (capture/py/src/walk.rs) reads each tensor it records: layout, device,
+// dtype, shape, strides, data address, the negative and conjugate bits, requires_grad and
+// for the record cache the storage and version counter. Through Python's C API that is four
+// to eight calls a tensor (0.3-0.6 us); here it is one (about 15 ns). torch's C++ ABI changes
+// between releases, so this file is compiled on the user's machine against the torch that is
+// installed (numprobe/pytorch/_torch_shim.py) and loaded only by that same torch: the string
+// NUMPROBE_BUILT_FOR names it, and the loader compares it with the running torch's.
+//
+// Every function is noexcept at the C boundary: an exception becomes an error code, and the
+// walk then reads the tensor through Python as it does without this library.
+
+#include <torch/csrc/autograd/python_variable.h>
+
+#include <ATen/core/grad_mode.h>
+
+#include <cstdint>
+
+#ifndef NUMPROBE_BUILT_FOR
+#error "NUMPROBE_BUILT_FOR must name the torch this file is built against"
+#endif
+
+// The layout of numprobe_tensor_meta; the Rust side refuses a library of another.
+#define NUMPROBE_SHIM_ABI 1
+
+extern "C" {
+
+// What the walk needs of one tensor. `sizes` and `strides` point into the tensor's own
+// metadata: valid while the tensor lives and nothing changes its shape (the walk holds the
+// tensor and runs no Python code meanwhile).
+struct numprobe_tensor_meta {
+  const int64_t* sizes;
+  const int64_t* strides;
+  int64_t ndim;
+  // Address of the first element (the storage's data plus the offset); 0 without storage
+  // data (no elements, or an unallocated storage).
+  uint64_t data_ptr;
+  // The StorageImpl, as `untyped_storage()._cdata` gives it; 0 without storage.
+  uint64_t storage;
+  // The storage's bytes: the walk reads only elements inside them (a storage resized to
+  // nothing, as sharded training does to free a parameter, keeps its tensors' sizes).
+  uint64_t storage_data;
+  uint64_t storage_nbytes;
+  // The version counter (`_version`); -1 for an inference tensor, which has none.
+  int64_t version;
+  // c10::ScalarType's value; its torch dtype is learnt at load by the Rust side.
+  int32_t scalar_type;
+  uint8_t strided;
+  uint8_t cpu;
+  uint8_t neg;
+  uint8_t conj;
+  uint8_t requires_grad;
+  // is_contiguous() for the default memory format (strided tensors only).
+  uint8_t contiguous;
+};
+
+__attribute__((visibility("default"))) uint32_t numprobe_shim_abi() noexcept {
+  return NUMPROBE_SHIM_ABI;
+}
+
+__attribute__((visibility("default"))) const char* numprobe_shim_built_for() noexcept {
+  return NUMPROBE_BUILT_FOR;
+}
+
+__attribute__((visibility("default"))) uint32_t numprobe_shim_meta_size() noexcept {
+  return sizeof(numprobe_tensor_meta);
+}
+
+// Fills `out` for `obj`, which the caller has checked is exactly a torch.Tensor or
+// torch.nn.Parameter (a THPVariable). Returns 0, or -1 when torch refused a read (the caller
+// then takes the Python path). The GIL is held by the caller.
+__attribute__((visibility("default"))) int numprobe_tensor_meta_of(
+    PyObject* obj,
+    numprobe_tensor_meta* out) noexcept {
+  try {
+    const at::Tensor& t = THPVariable_Unpack(obj);
+    if (!t.defined()) {
+      return -1;
+    }
+    *out = numprobe_tensor_meta{};
+    out->scalar_type = static_cast<int32_t>(t.scalar_type());
+    out->strided = t.layout() == c10::kStrided;
+    out->cpu = t.device().is_cpu();
+    out->neg = t.is_neg();
+    out->conj = t.is_conj();
+    out->requires_grad = t.requires_grad();
+    out->version = t.is_inference() ? -1 : static_cast<int64_t>(t._version());
+    if (!out->strided) {
+      return 0;
+    }
+    // Subclasses of TensorImpl with custom sizes (nested, symbolic) throw here: the walk
+    // then takes the Python path.
+    c10::IntArrayRef sizes = t.sizes();
+    c10::IntArrayRef strides = t.strides();
+    out->sizes = sizes.data();
+    out->strides = strides.data();
+    out->ndim = static_cast<int64_t>(sizes.size());
+    out->contiguous = t.is_contiguous();
+    if (t.has_storage()) {
+      const c10::Storage& s = t.storage();
+      out->storage = reinterpret_cast<uint64_t>(s.unsafeGetStorageImpl());
+      out->storage_data = reinterpret_cast<uint64_t>(s.data());
+      out->storage_nbytes = static_cast<uint64_t>(s.nbytes());
+      // const_data_ptr: no copy-on-write materialisation; only the elements are read.
+      if (t.numel() > 0 && out->storage_data != 0) {
+        out->data_ptr = reinterpret_cast<uint64_t>(t.const_data_ptr());
+      }
+    }
+    return 0;
+  } catch (...) {
+    return -1;
+  }
+}
+
+// torch.is_grad_enabled() of this thread.
+__attribute__((visibility("default"))) int numprobe_grad_enabled() noexcept {
+  return at::GradMode::is_enabled() ? 1 : 0;
+}
+
+}  // extern "C"

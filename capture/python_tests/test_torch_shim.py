@@ -1,0 +1,256 @@
+"""numprobe's torch reader (numprobe/pytorch/torch_shim.cpp, built against the installed torch by
+`python -m numprobe.pytorch build-torch-shim`) replaces the native walk's Python reads of each
+tensor. What a user relies on:
+
+- what it reads of a tensor equals torch's own attributes, over the layouts the walk meets;
+- the records do not change: the same script dumps the same bytes with the reader, with torch's
+  DLPack export and with plain attributes, over hostile layouts and on a HuggingFace model;
+- it is loaded only when it is safe: built for this very torch, from this numprobe's source,
+  in a folder and file of this user's that no one else can write, never through a link; a
+  failed build leaves nothing under any name the loader looks for, and a foreign or damaged
+  library is refused with the reason.
+"""
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from numprobe import _native
+from numprobe.pytorch import _torch_shim, _values
+from test_dlpack_walk import SCRIPT as HOSTILE_SCRIPT
+from test_native_call_path import dump_files
+
+HERE = Path(__file__).resolve().parent
+
+
+def _compiler():
+    return shutil.which(os.environ.get("CXX") or "c++")
+
+
+@pytest.fixture(scope="module")
+def shim_cache(tmp_path_factory):
+    """A cache folder holding a reader built for the running torch (built once per run)."""
+    if _compiler() is None:
+        pytest.fail("no C++ compiler: the torch reader's tests need one (CI installs g++)")
+    base = tmp_path_factory.mktemp("npcache")
+    path = _torch_shim.build(base / "torch-shim", quiet=True)
+    assert path == _torch_shim.library_path(base / "torch-shim")
+    return base
+
+
+@pytest.fixture(scope="module")
+def shim(shim_cache):
+    return _torch_shim.load(_torch_shim.library_path(shim_cache / "torch-shim"))
+
+
+def _env(cache, on=True):
+    env = dict(os.environ)
+    env["NUMPROBE_CACHE_DIR"] = str(cache)
+    env["NUMPROBE_TORCH_SHIM"] = "1" if on else "0"
+    return env
+
+
+def _tensors():
+    base = torch.randn(6, 8)
+    big = torch.randn(300, 128)
+    c = torch.randn(5, dtype=torch.complex64)
+    with torch.inference_mode():
+        inference = torch.ones(3, 4)
+    shared = torch.randn(4)
+    return [
+        base, base[2:], base[:, 3:], base.t(), base[1:, ::2], torch.randn(1, 8).expand(6, 8),
+        torch.zeros(0, 3), torch.tensor(2.5), torch._neg_view(base), c, c.conj(), c.conj().imag,
+        base.to(torch.float16), base.to(torch.bfloat16), (base * 10).to(torch.int64), base > 0,
+        torch.randn(4, 3, requires_grad=True), torch.nn.Parameter(torch.randn(3, 4)),
+        big[7:], inference, shared.add_(1), torch.randn(2, 3, 4).permute(2, 0, 1),
+    ]
+
+
+def test_reader_reads_what_torch_says(shim):
+    table = dict(_values.shim_dtypes(shim))
+    dtypes = [d for d, _ in _values.walker_types()[4]]
+    # Every common dtype is known to the walk through the reader.
+    for d in (torch.float32, torch.float16, torch.bfloat16, torch.float64, torch.int64,
+              torch.int32, torch.int8, torch.uint8, torch.bool, torch.complex64):
+        assert any(dtypes[i] is d for i in table.values()), d
+    for t in _tensors():
+        got = shim.read(t)
+        assert got is not None, t
+        assert dtypes[table[got["scalar_type"]]] is t.dtype
+        assert got["strided"] and got["cpu"]
+        assert got["shape"] == list(t.shape) and got["strides"] == list(t.stride())
+        assert got["contiguous"] == t.is_contiguous()
+        assert got["neg"] == t.is_neg() and got["conj"] == t.is_conj()
+        assert got["requires_grad"] == t.requires_grad
+        assert got["storage"] == t.untyped_storage()._cdata
+        assert got["storage_nbytes"] == t.untyped_storage().nbytes()
+        if t.numel():
+            assert got["data_ptr"] == t.data_ptr()
+            assert got["storage_data"] <= got["data_ptr"]
+        if t.is_inference():
+            assert got["version"] is None
+        else:
+            assert got["version"] == t._version
+    shared = torch.zeros(3)
+    before = shim.read(shared)["version"]
+    shared.add_(1)
+    assert shim.read(shared)["version"] == before + 1
+    # Not a strided CPU tensor: said so, and the walk leaves it to the recorder.
+    assert not shim.read(torch.randn(3, 3).to_sparse())["strided"]
+    assert not shim.read(torch.empty(2, device="meta"))["cpu"]
+    # Not a tensor at all: refused before the library sees it.
+    assert shim.read(3.5) is None and shim.read([torch.ones(1)]) is None
+    assert shim.scalar_type("x") is None
+    assert shim.grad_enabled() is torch.is_grad_enabled()
+    with torch.no_grad():
+        assert shim.grad_enabled() is False
+
+
+SHIM_MODE = r"""
+import numprobe.pytorch._torch_shim as shim_mod
+if mode == "shim":
+    assert shim_mod.load() is not None, "the torch reader was not loaded"
+    mode = "dlpack"
+else:
+    assert shim_mod.load() is None
+"""
+
+
+def test_reader_export_and_attributes_give_the_same_records(tmp_path, shim_cache):
+    # The hostile-layout script of test_dlpack_walk, run with the reader too: with it, the
+    # walk never calls torch's DLPack export for the script's tensors.
+    marker = 'dump, mode = sys.argv[1], sys.argv[2]\n'
+    assert marker in HOSTILE_SCRIPT
+    script = tmp_path / "script.py"
+    script.write_text(HOSTILE_SCRIPT.replace(marker, marker + SHIM_MODE))
+    for summary in ("statistics", "md5"):
+        got, calls = {}, {}
+        for mode in ("shim", "dlpack", "attributes"):
+            dump = str(tmp_path / f"{summary}_{mode}")
+            r = subprocess.run([sys.executable, str(script), dump, mode, summary],
+                               capture_output=True, text=True, timeout=600,
+                               env=_env(shim_cache, on=mode == "shim"))
+            assert r.returncode == 0, r.stderr[-3000:]
+            calls[mode] = json.loads(r.stdout.strip().splitlines()[-1])["calls"]
+            got[mode] = dump_files(dump)
+        assert calls["shim"] == 0, calls
+        assert calls["dlpack"] >= 2 * 25, calls
+        assert got["shim"] and set(got["shim"]) == set(got["dlpack"]) == set(got["attributes"])
+        for k in got["shim"]:
+            assert got["shim"][k] == got["dlpack"][k] == got["attributes"][k], (summary, k)
+
+
+RUN_HF = r"""
+import runpy, sys
+import numprobe.pytorch._torch_shim as shim_mod
+want = sys.argv[1] == "on"
+assert (shim_mod.load() is not None) == want
+sys.argv = sys.argv[2:]  # hf_model.py and its arguments
+runpy.run_path(sys.argv[0], run_name="__main__")
+"""
+
+
+@pytest.mark.parametrize("family", ["llama", "bert"])
+def test_hf_model_dumps_the_same_bytes_with_the_reader(tmp_path, shim_cache, family):
+    pytest.importorskip("transformers")
+    runner = tmp_path / "run_hf.py"
+    runner.write_text(RUN_HF)
+    got = {}
+    for on in (True, False):
+        dump = tmp_path / f"dump_{on}"
+        r = subprocess.run([sys.executable, str(runner), "on" if on else "off",
+                            str(HERE / "hf_model.py"), "--family", family, "--tool", "numprobe",
+                            "--task", "statistics", "--dump-path", str(dump)],
+                           capture_output=True, text=True, timeout=900, cwd=str(HERE),
+                           env=_env(shim_cache, on=on))
+        assert r.returncode == 0, r.stderr[-3000:]
+        got[on] = dump_files(str(dump))
+    assert got[True] and set(got[True]) == set(got[False])
+    for k in got[True]:
+        assert got[True][k] == got[False][k], k
+    data = json.loads(next(v for k, v in got[True].items() if k[1] == "dump.json"))["data"]
+    assert len(data) > 50
+
+
+def test_only_a_private_library_for_this_torch_is_loaded(tmp_path, shim_cache):
+    lib = _torch_shim.library_path(shim_cache / "torch-shim")
+    tensor_base = torch._C.TensorBase
+    # Another torch (or another numprobe source): refused, naming both.
+    with pytest.raises(OSError, match="built for"):
+        _native.TorchShim.load(str(lib), "torch 0.0 git x", tensor_base)
+    # Not a reader at all.
+    c10 = Path(torch.__file__).parent / "lib" / "libc10.so"
+    with pytest.raises(OSError, match="numprobe_shim_abi"):
+        _native.TorchShim.load(str(c10), _torch_shim.identity(), tensor_base)
+    # Not a library.
+    junk = tmp_path / "junk.so"
+    junk.write_bytes(b"\x7fELF but not really")
+    with pytest.raises(OSError):
+        _native.TorchShim.load(str(junk), _torch_shim.identity(), tensor_base)
+
+    # The loader's checks: a link, a file or folder others may write, are refused with a
+    # warning and the capture goes on without the reader.
+    folder = tmp_path / "cache" / "torch-shim"
+    folder.mkdir(parents=True, mode=0o700)
+    placed = _torch_shim.library_path(folder)
+    os.symlink(lib, placed)
+    with pytest.warns(RuntimeWarning, match="links are not followed"):
+        assert _torch_shim.load(placed) is None
+    placed.unlink()
+    shutil.copyfile(lib, placed)
+    os.chmod(placed, 0o722)
+    with pytest.warns(RuntimeWarning, match="writable by others"):
+        assert _torch_shim.load(placed) is None
+    os.chmod(placed, 0o700)
+    os.chmod(folder, 0o777)
+    with pytest.warns(RuntimeWarning, match="writable by others"):
+        assert _torch_shim.load(placed) is None
+    os.chmod(folder, 0o700)
+    assert _torch_shim.load(placed) is not None
+    # The build refuses a shared folder too, before it compiles anything.
+    shared = tmp_path / "shared"
+    shared.mkdir(mode=0o700)
+    os.chmod(shared, 0o777)
+    with pytest.raises(_torch_shim.ShimUnsafe):
+        _torch_shim.build(shared, quiet=True)
+    assert list(shared.iterdir()) == []
+
+
+def test_a_failed_build_leaves_nothing(tmp_path):
+    folder = tmp_path / "torch-shim"
+    # A compiler that fails: the error carries its output, and no file stays behind.
+    with pytest.raises(RuntimeError, match="compiling torch_shim.cpp failed"):
+        _torch_shim.build(folder, cxx="false", quiet=True)
+    assert list(folder.iterdir()) == []
+    # A "compiler" that writes garbage: not loadable, so never put in place.
+    fake = tmp_path / "fake-cxx"
+    fake.write_text('#!/bin/sh\nwhile [ "$1" != "-o" ]; do shift; done\necho junk > "$2"\n')
+    fake.chmod(0o700)
+    with pytest.raises(OSError):
+        _torch_shim.build(folder, cxx=str(fake), quiet=True)
+    assert list(folder.iterdir()) == []
+
+
+def test_build_command_line(tmp_path, monkeypatch):
+    # The command a user runs: prints the library's path, which the capture then finds.
+    monkeypatch.setenv("NUMPROBE_CACHE_DIR", str(tmp_path))
+    r = subprocess.run([sys.executable, "-m", "numprobe.pytorch", "build-torch-shim"],
+                       capture_output=True, text=True, timeout=900)
+    assert r.returncode == 0, r.stderr[-3000:]
+    printed = Path(r.stdout.strip().splitlines()[-1])
+    assert printed == _torch_shim.library_path(tmp_path / "torch-shim")
+    assert printed.is_file() and "built" in r.stderr
+    r = subprocess.run([sys.executable, "-c", "import numprobe.pytorch._torch_shim as s; "
+                        "print(s.load().path)"], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert Path(r.stdout.strip()) == printed
+    # Switched off, it is not loaded.
+    monkeypatch.setenv("NUMPROBE_TORCH_SHIM", "0")
+    r = subprocess.run([sys.executable, "-c", "import numprobe.pytorch._torch_shim as s; "
+                        "assert s.load() is None"], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
