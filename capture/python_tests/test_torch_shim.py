@@ -254,3 +254,81 @@ def test_build_command_line(tmp_path, monkeypatch):
     r = subprocess.run([sys.executable, "-c", "import numprobe.pytorch._torch_shim as s; "
                         "assert s.load() is None"], capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-3000:]
+
+
+def test_backward_hooks_registered_natively_see_what_torch_hooks_see(shim):
+    import threading
+    import weakref
+
+    x = torch.randn(4, 3, requires_grad=True)
+    w = torch.randn(3, 5, requires_grad=True)
+    out = torch.mm(x, w)
+    seen = {}
+
+    def native(grad_inputs, grad_outputs):
+        seen["native"] = (grad_inputs, grad_outputs)
+        return "ignored"  # the gradients stay as they are whatever the hook returns
+
+    def python(grad_inputs, grad_outputs):
+        seen["python"] = (grad_inputs, grad_outputs)
+
+    assert shim.add_post_hook(out, native) is True
+    out.grad_fn.register_hook(python)
+    g = torch.randn(4, 5)
+    out.backward(g)
+    (ni, no), (pi, po) = seen["native"], seen["python"]
+    assert isinstance(ni, tuple) and isinstance(no, tuple) and len(ni) == len(pi) == 2
+    for a, b in zip(ni + no, pi + po):
+        assert (a is None and b is None) or torch.equal(a, b)
+    assert torch.equal(no[0], g)
+    assert torch.equal(x.grad, g @ w.t()) and torch.equal(w.grad, x.t() @ g)
+
+    # An input needing no gradient gets None, as torch's own hooks see it.
+    seen.clear()
+    y = torch.mul(torch.randn(3, requires_grad=True), torch.randn(3))
+    assert shim.add_post_hook(y, native) is True
+    y.grad_fn.register_hook(python)
+    y.sum().backward()
+    assert seen["native"][0][1] is None and seen["python"][0][1] is None
+
+    # A leaf has no gradient function; not a tensor is refused before the library sees it.
+    assert shim.add_post_hook(torch.randn(2, requires_grad=True), native) is False
+    assert shim.add_post_hook(torch.randn(2), native) is False
+    assert shim.add_post_hook([1], native) is None
+
+    # The hook's error is backward()'s error, with its type and message.
+    def failing(grad_inputs, grad_outputs):
+        raise KeyError("hook failed here")
+
+    z = torch.randn(3, requires_grad=True).exp()
+    assert shim.add_post_hook(z, failing) is True
+    with pytest.raises(KeyError, match="hook failed here"):
+        z.sum().backward()
+
+    # A backward run on another thread calls the hook there.
+    threads = []
+
+    def where(grad_inputs, grad_outputs):
+        threads.append(threading.get_ident())
+
+    v = torch.randn(3, requires_grad=True).sin()
+    assert shim.add_post_hook(v, where) is True
+    t = threading.Thread(target=lambda: v.sum().backward())
+    t.start()
+    t.join()
+    assert threads == [t.ident]
+
+    # The hook lives as long as the graph: freed with it, not leaked.
+    class Hook:
+        def __call__(self, grad_inputs, grad_outputs):
+            pass
+
+    hook = Hook()
+    ref = weakref.ref(hook)
+    u = torch.randn(3, requires_grad=True).cos()
+    assert shim.add_post_hook(u, hook) is True
+    del hook
+    assert ref() is not None
+    u.sum().backward()
+    del u
+    assert ref() is None

@@ -400,11 +400,9 @@ impl ApiCalls {
         args: &Bound<'py, PyTuple>,
         kwargs: &Bound<'py, PyDict>,
     ) -> PyResult<()> {
-        let shim = self
-            .shim
-            .as_ref()
-            .map(|s| (s.get(), self.parameter.bind(py)));
-        let Some(grad_fn) = backward_node_of(
+        let parameter = self.parameter.bind(py);
+        let shim = self.shim.as_ref().map(|s| (s.get(), parameter));
+        let Some(t) = hooked_tensor(
             out,
             self.tensor.bind(py),
             prefix,
@@ -416,14 +414,31 @@ impl ApiCalls {
         else {
             return Ok(());
         };
-        let hook = BackwardHook {
-            recorder: self.recorder.clone_ref(py),
-            entry: PyString::new(py, &format!("{key}.{n}.backward")).unbind(),
-            no_torch_function: self.no_torch_function.clone_ref(py),
-            mode_len: self.mode_len.clone_ref(py),
-            device_stats_bound: self.device_stats_bound,
-        };
-        grad_fn.call_method1(intern!(py, "register_hook"), (Bound::new(py, hook)?,))?;
+        let hook = Bound::new(
+            py,
+            BackwardHook {
+                recorder: self.recorder.clone_ref(py),
+                entry: PyString::new(py, &format!("{key}.{n}.backward")).unbind(),
+                no_torch_function: self.no_torch_function.clone_ref(py),
+                mode_len: self.mode_len.clone_ref(py),
+                device_stats_bound: self.device_stats_bound,
+            },
+        )?;
+        // Through torch's C++ API when the reader is loaded: no hook handle and dictionary
+        // made in Python per registration.
+        if let Some((shim, _)) = shim {
+            let ty = t.get_type();
+            if (ty.is(self.tensor.bind(py)) || ty.is(parameter))
+                && shim.add_post_hook(&t, hook.as_any()).is_some()
+            {
+                return Ok(());
+            }
+        }
+        let grad_fn = t.getattr(intern!(py, "grad_fn"))?;
+        if grad_fn.is_none() {
+            return Ok(());
+        }
+        grad_fn.call_method1(intern!(py, "register_hook"), (hook,))?;
         Ok(())
     }
 }
@@ -443,12 +458,19 @@ pub(crate) fn backward_node<'py>(
     args: &Bound<'py, PyAny>,
     kwargs: &Bound<'py, PyDict>,
 ) -> PyResult<Option<Bound<'py, PyAny>>> {
-    backward_node_of(out, tensor, prefix, name, args, kwargs, None)
+    let Some(t) = hooked_tensor(out, tensor, prefix, name, args, kwargs, None)? else {
+        return Ok(None);
+    };
+    let grad_fn = t.getattr(intern!(out.py(), "grad_fn"))?;
+    Ok((!grad_fn.is_none()).then_some(grad_fn))
 }
 
-/// [`backward_node`], with `requires_grad` of a plain tensor or parameter (`shim`'s second
-/// member is `nn.Parameter`) read by numprobe's torch reader when there is one.
-fn backward_node_of<'py>(
+/// The tensor whose gradient function a backward entry of `out` hooks (see
+/// [`backward_node`]), before that function is read: `out`'s first tensor when it requires
+/// a gradient, but not for a dropout of probability 0. `requires_grad` of a plain tensor or
+/// parameter (`shim`'s second member is `nn.Parameter`) is read by numprobe's torch reader
+/// when there is one.
+fn hooked_tensor<'py>(
     out: &Bound<'py, PyAny>,
     tensor: &Bound<'py, PyType>,
     prefix: &Bound<'py, PyString>,
@@ -477,10 +499,6 @@ fn backward_node_of<'py>(
     if !requires_grad {
         return Ok(None);
     }
-    let grad_fn = t.getattr(intern!(py, "grad_fn"))?;
-    if grad_fn.is_none() {
-        return Ok(None);
-    }
     // Compared as Python strings: no conversion of every call's names (see `call`).
     if name.as_any().eq(intern!(py, "dropout"))? && prefix.as_any().eq(intern!(py, "Functional"))? {
         let p = if args.len()? > 1 {
@@ -494,7 +512,7 @@ fn backward_node_of<'py>(
             return Ok(None);
         }
     }
-    Ok(Some(grad_fn))
+    Ok(Some(t))
 }
 
 fn first_tensor<'py>(

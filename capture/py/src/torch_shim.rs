@@ -17,7 +17,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyType};
 
 /// The layout of [`Meta`] this module reads (`NUMPROBE_SHIM_ABI` in the C++ file).
-const ABI: u32 = 1;
+const ABI: u32 = 2;
 
 /// `numprobe_tensor_meta`: what the walk needs of one tensor.
 #[repr(C)]
@@ -103,12 +103,15 @@ impl Meta {
 
 type MetaOf = unsafe extern "C" fn(*mut pyo3::ffi::PyObject, *mut Meta) -> c_int;
 type GradEnabled = unsafe extern "C" fn() -> c_int;
+type AddPostHook =
+    unsafe extern "C" fn(*mut pyo3::ffi::PyObject, *mut pyo3::ffi::PyObject) -> c_int;
 
 /// A loaded library; never unloaded (its functions are called for the life of the process).
 #[pyclass(frozen, module = "numprobe._native")]
 pub(crate) struct TorchShim {
     meta_of: MetaOf,
     grad_enabled: GradEnabled,
+    add_post_hook: AddPostHook,
     path: PathBuf,
     /// `torch._C.TensorBase`: every Python tensor object is an instance (a THPVariable).
     tensor_base: Py<PyType>,
@@ -167,11 +170,15 @@ impl TorchShim {
             let grad_enabled: GradEnabled = *lib
                 .get::<GradEnabled>(b"numprobe_grad_enabled\0")
                 .map_err(|e| fail(e.to_string()))?;
+            let add_post_hook: AddPostHook = *lib
+                .get::<AddPostHook>(b"numprobe_add_post_hook\0")
+                .map_err(|e| fail(e.to_string()))?;
             // The functions outlive any handle: the library stays loaded for the process.
             std::mem::forget(lib);
             Ok(TorchShim {
                 meta_of,
                 grad_enabled,
+                add_post_hook,
                 path,
                 tensor_base,
             })
@@ -224,6 +231,21 @@ impl TorchShim {
         Ok(Some(d))
     }
 
+    /// Adds `hook` as a post hook of the gradient function of tensor `t` as the native path
+    /// registers its backward entries: True when added, False when `t` has no gradient
+    /// function, None when `t` is no tensor or torch refused.
+    #[pyo3(name = "add_post_hook")]
+    fn py_add_post_hook(
+        &self,
+        t: &Bound<'_, PyAny>,
+        hook: &Bound<'_, PyAny>,
+    ) -> PyResult<Option<bool>> {
+        if !t.is_instance(self.tensor_base.bind(t.py()))? {
+            return Ok(None);
+        }
+        Ok(self.add_post_hook(t, hook))
+    }
+
     /// torch.is_grad_enabled() of this thread, as the library reads it.
     #[pyo3(name = "grad_enabled")]
     fn py_grad_enabled(&self) -> bool {
@@ -252,6 +274,25 @@ impl TorchShim {
         // function writes one Meta and catches every C++ exception.
         let rc = unsafe { (self.meta_of)(t.as_ptr(), &mut m) };
         (rc == 0).then_some(m)
+    }
+
+    /// Adds `hook` as a post hook of the gradient function of `t` (a tensor object, checked by
+    /// the caller): called as `hook(grad_inputs, grad_outputs)` when autograd has run that
+    /// function, its result ignored. Some(true) when added, Some(false) when `t` has no
+    /// gradient function, None when torch refused (register it through Python then).
+    pub(crate) fn add_post_hook(
+        &self,
+        t: &Bound<'_, PyAny>,
+        hook: &Bound<'_, PyAny>,
+    ) -> Option<bool> {
+        // SAFETY: `t` is a live tensor object and `hook` a live object, both held by the
+        // caller with the GIL; the library takes its own reference to `hook` and catches
+        // every C++ exception.
+        match unsafe { (self.add_post_hook)(t.as_ptr(), hook.as_ptr()) } {
+            0 => Some(true),
+            1 => Some(false),
+            _ => None,
+        }
     }
 
     /// torch.is_grad_enabled() of this thread.

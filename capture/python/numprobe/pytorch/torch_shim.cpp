@@ -11,18 +11,89 @@
 // Every function is noexcept at the C boundary: an exception becomes an error code, and the
 // walk then reads the tensor through Python as it does without this library.
 
+#include <torch/csrc/Exceptions.h>
+#include <torch/csrc/autograd/node.h>
+#include <torch/csrc/autograd/function_hook.h>
 #include <torch/csrc/autograd/python_variable.h>
 
 #include <ATen/core/grad_mode.h>
 
 #include <cstdint>
+#include <memory>
 
 #ifndef NUMPROBE_BUILT_FOR
 #error "NUMPROBE_BUILT_FOR must name the torch this file is built against"
 #endif
 
-// The layout of numprobe_tensor_meta; the Rust side refuses a library of another.
-#define NUMPROBE_SHIM_ABI 1
+// The layout of numprobe_tensor_meta and the functions' signatures; the Rust side refuses a
+// library of another.
+#define NUMPROBE_SHIM_ABI 2
+
+namespace {
+
+// A post hook on a gradient function that calls a Python callable as
+// `hook(grad_inputs, grad_outputs)` (tuples, None for an undefined gradient) and leaves the
+// gradients as they are: what `grad_fn.register_hook(hook)` does for a hook returning None,
+// without torch's handle and hook dictionary made in Python for each registration.
+class PythonPostHook final : public torch::autograd::FunctionPostHook {
+ public:
+  explicit PythonPostHook(PyObject* fn) : fn_(fn) {
+    Py_INCREF(fn_);
+  }
+
+  ~PythonPostHook() override {
+    // The graph may be freed on any thread, and after the interpreter is gone.
+    if (Py_IsInitialized()) {
+      PyGILState_STATE gil = PyGILState_Ensure();
+      Py_DECREF(fn_);
+      PyGILState_Release(gil);
+    }
+  }
+
+  torch::autograd::variable_list operator()(
+      const torch::autograd::variable_list& outputs,
+      const torch::autograd::variable_list& inputs) override {
+    PyGILState_STATE gil = PyGILState_Ensure();
+    PyObject* a = wrap(outputs);
+    PyObject* b = a ? wrap(inputs) : nullptr;
+    PyObject* res = b ? PyObject_CallFunctionObjArgs(fn_, a, b, nullptr) : nullptr;
+    Py_XDECREF(a);
+    Py_XDECREF(b);
+    if (res == nullptr) {
+      // The Python error is taken while the GIL is held, then raised by autograd as the
+      // error of backward(), as torch's own Python hooks do.
+      python_error err;
+      err.persist();
+      PyGILState_Release(gil);
+      throw std::move(err);
+    }
+    Py_DECREF(res);
+    PyGILState_Release(gil);
+    return outputs;
+  }
+
+ private:
+  static PyObject* wrap(const torch::autograd::variable_list& vars) {
+    PyObject* t = PyTuple_New(static_cast<Py_ssize_t>(vars.size()));
+    if (t == nullptr) {
+      return nullptr;
+    }
+    for (size_t i = 0; i < vars.size(); i++) {
+      // None for an undefined gradient.
+      PyObject* v = THPVariable_Wrap(vars[i]);
+      if (v == nullptr) {
+        Py_DECREF(t);
+        return nullptr;
+      }
+      PyTuple_SET_ITEM(t, static_cast<Py_ssize_t>(i), v);
+    }
+    return t;
+  }
+
+  PyObject* fn_;
+};
+
+}  // namespace
 
 extern "C" {
 
@@ -107,6 +178,30 @@ __attribute__((visibility("default"))) int numprobe_tensor_meta_of(
         out->data_ptr = reinterpret_cast<uint64_t>(t.const_data_ptr());
       }
     }
+    return 0;
+  } catch (...) {
+    return -1;
+  }
+}
+
+// Adds `hook` (a Python callable) as a post hook of the gradient function of `obj` (a
+// THPVariable, checked by the caller). Returns 0, 1 when the tensor has no gradient function,
+// or -1 when torch refused (the caller then registers the hook through Python). The GIL is
+// held by the caller.
+__attribute__((visibility("default"))) int numprobe_add_post_hook(
+    PyObject* obj,
+    PyObject* hook) noexcept {
+  try {
+    const at::Tensor& t = THPVariable_Unpack(obj);
+    if (!t.defined()) {
+      return -1;
+    }
+    // A reference to the tensor's own pointer (shared_ptr or intrusive_ptr by torch release).
+    const auto& fn = t.grad_fn();
+    if (!fn) {
+      return 1;
+    }
+    fn->add_post_hook(std::make_unique<PythonPostHook>(hook));
     return 0;
   } catch (...) {
     return -1;
