@@ -48,8 +48,18 @@ EXTRA_APIS = Knob(
     "counters of their own (msprobe's names are unchanged); also `PrecisionDebugger(..., "
     "extra_apis=True)`")
 
+TORCH_SHIM = Knob(
+    "NUMPROBE_TORCH_SHIM", "1",
+    "`0`: the torch reader built by `python -m numprobe.pytorch build-torch-shim` is not used "
+    "(tensors are read through Python, with the same records)")
+
+CACHE_DIR = Knob(
+    "NUMPROBE_CACHE_DIR", "",
+    "the folder whose `torch-shim` folder holds the torch readers (unset: "
+    "`$XDG_CACHE_HOME/numprobe`, else `~/.cache/numprobe`)")
+
 KNOBS = (DEVICE_STATS, DEVICE_STATS_BOUND, ASYNC_STATS, RUN_UT_OVERLAP, FSYNC, KEEP_JOURNAL,
-         EXTRA_APIS)
+         EXTRA_APIS, TORCH_SHIM, CACHE_DIR)
 
 
 def raw(knob: Knob) -> str:
@@ -98,6 +108,27 @@ def keep_journal() -> bool:
 
 def extra_apis() -> bool:
     return raw(EXTRA_APIS) == "1"
+
+
+def torch_shim() -> bool:
+    return raw(TORCH_SHIM) != "0"
+
+
+def cache_dir() -> str:
+    """numprobe's cache folder: ``NUMPROBE_CACHE_DIR``, else ``$XDG_CACHE_HOME/numprobe``, else
+    ``~/.cache/numprobe`` (XDG's base directory rule)."""
+    base = raw(CACHE_DIR)
+    if base:
+        return base
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    if xdg:
+        return os.path.join(xdg, "numprobe")
+    return os.path.join(os.path.expanduser("~"), ".cache", "numprobe")
+
+
+def cxx() -> Optional[str]:
+    """``CXX``: the C++ compiler that builds the torch reader, when set."""
+    return os.environ.get("CXX") or None
 
 
 # Variables of the framework, not numprobe's knobs: read here so that this module stays the one

@@ -28,12 +28,9 @@ from typing import List, Optional
 
 import torch
 
-from .. import _native
+from .. import _native, _settings
 
 SOURCE = Path(__file__).with_name("torch_shim.cpp")
-# NUMPROBE_TORCH_SHIM=0 turns the library off; the walk reads tensors through Python.
-ENV_SWITCH = "NUMPROBE_TORCH_SHIM"
-ENV_CACHE = "NUMPROBE_CACHE_DIR"
 _LOADED: List[object] = []  # [shim or None] once looked up
 
 
@@ -48,14 +45,8 @@ def identity() -> str:
 
 
 def cache_dir() -> Path:
-    """``$NUMPROBE_CACHE_DIR``, else ``$XDG_CACHE_HOME/numprobe``, else ``~/.cache/numprobe``;
-    the libraries are kept in its ``torch-shim`` folder."""
-    base = os.environ.get(ENV_CACHE)
-    if not base:
-        xdg = os.environ.get("XDG_CACHE_HOME")
-        base = os.path.join(xdg, "numprobe") if xdg else os.path.join(
-            os.path.expanduser("~"), ".cache", "numprobe")
-    return Path(base) / "torch-shim"
+    """The ``torch-shim`` folder of numprobe's cache folder (``_settings.cache_dir``)."""
+    return Path(_settings.cache_dir()) / "torch-shim"
 
 
 def library_path(folder: Optional[Path] = None) -> Path:
@@ -95,7 +86,7 @@ def compile_command(out: Path, cxx: Optional[str] = None) -> List[str]:
     C++ ABI, its headers and libraries)."""
     import torch.utils.cpp_extension as ext
 
-    cxx = cxx or os.environ.get("CXX") or "c++"
+    cxx = cxx or _settings.cxx() or "c++"
     abi = int(bool(getattr(torch._C, "_GLIBCXX_USE_CXX11_ABI", True)))
     lib = os.path.join(os.path.dirname(torch.__file__), "lib")
     cmd = [cxx, "-std=c++20", "-O2", "-fPIC", "-shared", "-fvisibility=hidden",
@@ -147,7 +138,7 @@ def load(path: Optional[Path] = None):
     if path is None and _LOADED:
         return _LOADED[0]
     shim = None
-    if os.environ.get(ENV_SWITCH, "1") not in ("0", "off", "false", "no"):
+    if _settings.torch_shim():
         where = path or library_path()
         try:
             if path is not None or where.exists():
