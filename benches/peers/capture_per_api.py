@@ -11,7 +11,10 @@ are per-process singletons):
   dispatch   numprobe L1 with a `list` that matches nothing: wrappers, counters and filters
              run, nothing is recorded (hook dispatch)
   no_stack   numprobe L1, extra_info false: + argument walk, statistics and journal
-  full       numprobe L1, extra_info true: + call stacks
+  full       numprobe L1, extra_info true: + call stacks (with the torch reader when one is
+             built for this torch: `python -m numprobe.pytorch build-torch-shim`)
+  py_reads   as full, the torch reader switched off (NUMPROBE_TORCH_SHIM=0): every tensor read
+             through Python
   msprobe    msprobe L1, extra_info true
 
 Each step is timed in two parts, in CPU time of the process (time.process_time: what a
@@ -25,7 +28,8 @@ A workload NAME:HIDDEN:LAYERS:SEQ:BATCH builds the model at that shape (e.g. `ll
 a step of tens of milliseconds); `--threads 0` keeps torch's default thread count.
 
 usage: python benches/peers/capture_per_api.py [--steps 12] [--rounds 3]
-           [--workloads ops,llama] [--threads 1] [--variants bare,dispatch,no_stack,full,msprobe]
+           [--workloads ops,llama] [--threads 1]
+           [--variants bare,dispatch,no_stack,full,py_reads,msprobe]
 """
 import argparse
 import glob
@@ -39,7 +43,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 HF = os.path.join(HERE, "..", "..", "capture", "python_tests")
-VARIANTS = ("bare", "dispatch", "no_stack", "full", "msprobe")
+VARIANTS = ("bare", "dispatch", "no_stack", "full", "py_reads", "msprobe")
 
 
 def build_step(workload, threads):
@@ -180,7 +184,10 @@ def main():
                         dump = os.path.join(tmp, f"{workload}_{v}_{r}")
                         cmd = [sys.executable, __file__, "--steps", str(a.steps), "--child", v,
                                workload, dump, str(threads)]
-                        out = subprocess.run(cmd, capture_output=True, text=True)
+                        env = dict(os.environ)
+                        if v == "py_reads":
+                            env["NUMPROBE_TORCH_SHIM"] = "0"
+                        out = subprocess.run(cmd, capture_output=True, text=True, env=env)
                         if out.returncode != 0:
                             raise SystemExit(out.stderr[-3000:])
                         res[v].append(json.loads(out.stdout.strip().splitlines()[-1]))

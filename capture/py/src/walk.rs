@@ -227,7 +227,7 @@ struct Facts {
 
 /// A tensor's storage as torch's C++ API gives it.
 #[derive(Clone, Copy)]
-pub(crate) struct StorageIds {
+struct StorageIds {
     /// The StorageImpl (`untyped_storage()._cdata`); 0 without storage.
     storage: u64,
     /// Its bytes: the walk reads only inside them.
