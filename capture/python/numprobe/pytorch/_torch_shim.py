@@ -40,8 +40,18 @@ def identity() -> str:
     (and the numprobe) it was compiled for."""
     src = hashlib.sha256(SOURCE.read_bytes()).hexdigest()[:16]
     abi = int(bool(getattr(torch._C, "_GLIBCXX_USE_CXX11_ABI", True)))
-    return (f"torch {torch.__version__} git {torch.version.git_version} cxx11abi {abi} "
+    git = getattr(torch.version, "git_version", None) or "unknown"
+    return (f"torch {torch.__version__} git {git} cxx11abi {abi} "
             f"python {sys.implementation.cache_tag} source {src}")
+
+
+def _tensor_base() -> type:
+    """The base class of every Python tensor object (a THPVariable): ``torch._C.TensorBase``,
+    named ``_TensorBase`` before torch 2.2."""
+    base = getattr(torch._C, "TensorBase", None) or getattr(torch._C, "_TensorBase", None)
+    if not isinstance(base, type):
+        raise OSError("this torch has no torch._C.TensorBase")
+    return base
 
 
 def cache_dir() -> Path:
@@ -117,7 +127,7 @@ def build(folder: Optional[Path] = None, cxx: Optional[str] = None, quiet: bool 
                                f"{' '.join(cmd)}\n{done.stdout}")
         os.chmod(tmp, 0o700)
         # Checked before it is named: a library that cannot be loaded is never put in place.
-        _native.TorchShim.load(tmp, identity(), torch._C.TensorBase)
+        _native.TorchShim.load(tmp, identity(), _tensor_base())
         os.replace(tmp, final)
         tmp = None
         if not quiet:
@@ -144,7 +154,7 @@ def load(path: Optional[Path] = None):
             if path is not None or where.exists():
                 _check_private(where.parent, want_dir=True)
                 _check_private(where, want_dir=False)
-                shim = _native.TorchShim.load(str(where), identity(), torch._C.TensorBase)
+                shim = _native.TorchShim.load(str(where), identity(), _tensor_base())
         except OSError as e:
             warnings.warn(f"numprobe: torch reader not used: {e}", RuntimeWarning, stacklevel=2)
             shim = None
