@@ -264,6 +264,9 @@ def test_a_failed_build_leaves_nothing(tmp_path):
 def test_build_command_line(tmp_path, monkeypatch):
     # The command a user runs: prints the library's path, which the capture then finds.
     monkeypatch.setenv("NUMPROBE_CACHE_DIR", str(tmp_path))
+    check = [sys.executable, "-m", "numprobe.pytorch", "build-torch-shim", "--check"]
+    r = subprocess.run(check, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 1 and "not built for this torch" in r.stderr, r.stderr[-3000:]
     r = subprocess.run([sys.executable, "-m", "numprobe.pytorch", "build-torch-shim"],
                        capture_output=True, text=True, timeout=900)
     assert r.returncode == 0, r.stderr[-3000:]
@@ -274,8 +277,17 @@ def test_build_command_line(tmp_path, monkeypatch):
                         "print(s.load().path)"], capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-3000:]
     assert Path(r.stdout.strip()) == printed
+    r = subprocess.run(check, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0 and Path(r.stdout.strip()) == printed, r.stderr[-3000:]
+    # A library others may write is refused, and --check says why.
+    os.chmod(printed, 0o722)
+    r = subprocess.run(check, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 1 and "writable by others" in r.stderr, r.stderr[-3000:]
+    os.chmod(printed, 0o700)
     # Switched off, it is not loaded.
     monkeypatch.setenv("NUMPROBE_TORCH_SHIM", "0")
+    r = subprocess.run(check, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 1 and "NUMPROBE_TORCH_SHIM=0" in r.stderr, r.stderr[-3000:]
     r = subprocess.run([sys.executable, "-c", "import numprobe.pytorch._torch_shim as s; "
                         "assert s.load() is None"], capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-3000:]

@@ -31,6 +31,7 @@ import torch
 from .. import _native, _settings
 
 SOURCE = Path(__file__).with_name("torch_shim.cpp")
+TORCH_SHIM_OFF = f"{_settings.TORCH_SHIM.name}=0"
 _LOADED: List[object] = []  # [shim or None] once looked up
 
 
@@ -164,20 +165,42 @@ def load(path: Optional[Path] = None):
 
 
 def main(argv: Optional[List[str]] = None) -> int:
-    """``python -m numprobe.pytorch build-torch-shim [--cache-dir DIR] [--cxx COMPILER]``."""
+    """``python -m numprobe.pytorch build-torch-shim [--cache-dir DIR] [--cxx COMPILER]
+    [--check]``."""
     import argparse
 
     p = argparse.ArgumentParser(
         prog="python -m numprobe.pytorch build-torch-shim",
         description="Compile numprobe's reader of torch tensors against the installed torch "
                     "(a C++20 compiler and torch's headers, as for torch's C++ extensions). "
-                    "Captures then read each tensor in one native call.")
+                    "Captures under this torch then read each tensor in one native call.")
     p.add_argument("--cache-dir", type=Path, default=None,
-                   help="folder to keep it in (default: $NUMPROBE_CACHE_DIR/torch-shim, "
-                        "$XDG_CACHE_HOME/numprobe/torch-shim or ~/.cache/numprobe/torch-shim)")
+                   help="numprobe's cache folder: the library goes to DIR/torch-shim, where "
+                        "captures find it with NUMPROBE_CACHE_DIR=DIR (default: "
+                        "$NUMPROBE_CACHE_DIR, $XDG_CACHE_HOME/numprobe or ~/.cache/numprobe)")
     p.add_argument("--cxx", default=None, help="C++ compiler (default: $CXX or c++)")
+    p.add_argument("--check", action="store_true",
+                   help="build nothing: say whether captures under this torch would use a "
+                        "reader (exit status 0) or not, and why (1)")
     args = p.parse_args(argv)
     folder = args.cache_dir / "torch-shim" if args.cache_dir else None
+    if args.check:
+        where = library_path(folder)
+        if not _settings.torch_shim():
+            print(f"not used: {TORCH_SHIM_OFF}", file=sys.stderr)
+            return 1
+        if not where.exists():
+            print(f"not built for this torch ({identity()}): {where}", file=sys.stderr)
+            return 1
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            shim = load(where)
+        if shim is None:
+            why = "; ".join(str(w.message) for w in caught) or "refused"
+            print(why, file=sys.stderr)
+            return 1
+        print(where)
+        return 0
     try:
         path = build(folder, args.cxx)
     except (OSError, RuntimeError) as e:
