@@ -105,7 +105,7 @@ def test_reader_reads_what_torch_says(shim):
     assert not shim.read(torch.empty(2, device="meta"))["cpu"]
     # Not a tensor at all: refused before the library sees it.
     assert shim.read(3.5) is None and shim.read([torch.ones(1)]) is None
-    assert shim.scalar_type("x") is None
+    assert shim.read("x") is None
     assert shim.grad_enabled() is torch.is_grad_enabled()
     with torch.no_grad():
         assert shim.grad_enabled() is False

@@ -134,39 +134,18 @@ pub(crate) fn placement(to_dlpack: &Bound<'_, PyAny>, t: &Bound<'_, PyAny>) -> P
     })
 }
 
-/// Which of `dtypes` each DLPack element type stands for, learnt from torch itself: a
-/// one-element CPU tensor of each dtype made with `empty` (`torch.empty`) and exported. A type
-/// two dtypes share (or none gives) is left out, so a tensor of it has its dtype read as an
-/// attribute. A dtype listed under two names counts once.
+/// Which of `dtypes` each DLPack element type stands for, learnt from torch's own exports
+/// ([`crate::walk::dtype_table`]); a type two dtypes share is left out, so a tensor of it has
+/// its dtype read as an attribute.
 pub(crate) fn dtype_table(
     to_dlpack: &Bound<'_, PyAny>,
     empty: &Bound<'_, PyAny>,
     dtypes: &[&Bound<'_, PyAny>],
 ) -> Vec<(DlType, usize)> {
-    let py = to_dlpack.py();
-    let mut seen: Vec<(DlType, Option<usize>)> = Vec::new();
-    for (i, d) in dtypes.iter().enumerate() {
-        // On the CPU whatever the default device (a `torch.device("meta")` context).
-        let kwargs = pyo3::types::PyDict::new(py);
-        if kwargs.set_item("dtype", d).is_err() || kwargs.set_item("device", "cpu").is_err() {
-            continue;
-        }
-        let Ok(t) = empty.call((1,), Some(&kwargs)) else {
-            continue;
-        };
-        let Placement::Cpu(l) = placement(to_dlpack, &t) else {
-            continue;
-        };
-        match seen.iter_mut().find(|(k, _)| *k == l.dtype) {
-            // The same dtype under another name (`torch.float` and `torch.float32`).
-            Some((_, Some(j))) if dtypes[*j].is(d) => {}
-            Some((_, owner)) => *owner = None,
-            None => seen.push((l.dtype, Some(i))),
-        }
-    }
-    seen.into_iter()
-        .filter_map(|(k, owner)| owner.map(|i| (k, i)))
-        .collect()
+    crate::walk::dtype_table(empty, dtypes, |t| match placement(to_dlpack, t) {
+        Placement::Cpu(l) => Some(l.dtype),
+        _ => None,
+    })
 }
 
 /// torch's `is_contiguous()` (the default memory format) of these sizes and strides.

@@ -1083,6 +1083,23 @@ fn dlpack_dtypes(
     dlpack::dtype_table(to_dlpack, empty, &objs)
 }
 
+/// Which of `dtypes` each `c10::ScalarType` value of the torch reader `shim` stands for, as
+/// `(value, index in dtypes)`, learnt as [`dlpack_dtypes`] learns DLPack's types. Once per
+/// process (`_values.shim_dtypes`), for `Walker`.
+#[pyfunction]
+fn shim_dtypes(
+    shim: &Bound<'_, torch_shim::TorchShim>,
+    empty: &Bound<'_, PyAny>,
+    dtypes: Vec<Bound<'_, PyAny>>,
+) -> Vec<(i32, usize)> {
+    let objs: Vec<&Bound<'_, PyAny>> = dtypes.iter().collect();
+    let shim = shim.get();
+    // Checked: `empty` is the caller's, and only a tensor object may reach the library.
+    walk::dtype_table(empty, &objs, |t| {
+        shim.checked_meta(t).ok().flatten().map(|m| m.scalar_type)
+    })
+}
+
 /// Waits until the JSON files of every settled step are durable and their journals removed
 /// (`capture::durable`); raises OSError naming a step whose files could not be made durable
 /// (its journal stayed, so `numprobe recover` still has it). Called at exit; a script may
@@ -1231,6 +1248,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(recover, m)?)?;
     m.add_function(wrap_pyfunction!(wait_durable, m)?)?;
     m.add_function(wrap_pyfunction!(dlpack_dtypes, m)?)?;
+    m.add_function(wrap_pyfunction!(shim_dtypes, m)?)?;
     m.add_function(wrap_pyfunction!(fingerprint, m)?)?;
     m.add_function(wrap_pyfunction!(call_sites::stack_key, m)?)?;
     m.add_function(wrap_pyfunction!(torch_order_mean_norm, m)?)?;

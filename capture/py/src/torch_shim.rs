@@ -35,7 +35,7 @@ pub(crate) struct Meta {
     pub(crate) storage_nbytes: u64,
     /// `_version`; -1 for an inference tensor, which has no version counter.
     pub(crate) version: i64,
-    /// c10::ScalarType's value (its torch dtype is learnt from torch, [`TorchShim::scalar_type`]).
+    /// c10::ScalarType's value (its torch dtype is learnt from torch: `shim_dtypes` in lib.rs).
     pub(crate) scalar_type: i32,
     pub(crate) strided: u8,
     pub(crate) cpu: u8,
@@ -191,13 +191,6 @@ impl TorchShim {
         self.path.clone()
     }
 
-    /// `c10::ScalarType` of tensor `t`, or None when the library could not read it (or `t`
-    /// is no tensor); the loader learns which value stands for which torch dtype from
-    /// torch's own tensors.
-    fn scalar_type(&self, t: &Bound<'_, PyAny>) -> PyResult<Option<i32>> {
-        Ok(self.checked_meta(t)?.map(|m| m.scalar_type))
-    }
-
     /// What the library reads of tensor `t` as a dict (None when it could not, or `t` is no
     /// tensor): for tests against torch's own attributes.
     fn read<'py>(&self, t: &Bound<'py, PyAny>) -> PyResult<Option<Bound<'py, PyDict>>> {
@@ -258,7 +251,8 @@ impl TorchShim {
 }
 
 impl TorchShim {
-    fn checked_meta(&self, t: &Bound<'_, PyAny>) -> PyResult<Option<Meta>> {
+    /// [`meta`](TorchShim::meta) of `t` when it is a tensor object, None for anything else.
+    pub(crate) fn checked_meta(&self, t: &Bound<'_, PyAny>) -> PyResult<Option<Meta>> {
         if !t.is_instance(self.tensor_base.bind(t.py()))? {
             return Ok(None);
         }

@@ -208,6 +208,42 @@ fn is_dense(shape: &[usize], strides: &[usize]) -> bool {
     true
 }
 
+/// Which of `dtypes` each key stands for, learnt from torch itself: a one-element CPU tensor
+/// of each dtype made with `empty` (`torch.empty`), keyed by `key_of` (its DLPack element
+/// type, or its `c10::ScalarType` through the torch reader). A key two dtypes share (or none
+/// gives) is left out, so the walk never guesses between them; a dtype listed under two names
+/// counts once.
+pub(crate) fn dtype_table<K: PartialEq>(
+    empty: &Bound<'_, PyAny>,
+    dtypes: &[&Bound<'_, PyAny>],
+    key_of: impl Fn(&Bound<'_, PyAny>) -> Option<K>,
+) -> Vec<(K, usize)> {
+    let py = empty.py();
+    let mut seen: Vec<(K, Option<usize>)> = Vec::new();
+    for (i, d) in dtypes.iter().enumerate() {
+        // On the CPU whatever the default device (a `torch.device("meta")` context).
+        let kwargs = PyDict::new(py);
+        if kwargs.set_item("dtype", d).is_err() || kwargs.set_item("device", "cpu").is_err() {
+            continue;
+        }
+        let Ok(t) = empty.call((1,), Some(&kwargs)) else {
+            continue;
+        };
+        let Some(key) = key_of(&t) else {
+            continue;
+        };
+        match seen.iter_mut().find(|(k, _)| *k == key) {
+            // The same dtype under another name (`torch.float` and `torch.float32`).
+            Some((_, Some(j))) if dtypes[*j].is(d) => {}
+            Some((_, owner)) => *owner = None,
+            None => seen.push((key, Some(i))),
+        }
+    }
+    seen.into_iter()
+        .filter_map(|(k, owner)| owner.map(|i| (k, i)))
+        .collect()
+}
+
 /// What the walk reads of a tensor before it decides how to record it: from torch's C++ API
 /// when the torch reader is loaded ([`facts_native`], one call), else from its Python
 /// attributes and DLPack export ([`facts_python`]); reads that only some tensors need are

@@ -16,13 +16,14 @@ import functools
 import os
 import warnings
 import zlib
-from typing import Dict, Optional
+from typing import Dict
 
 import torch
 
 from .._native import dense as _dense
 from .._native import dlpack_dtypes as _native_dlpack_dtypes
 from .._native import fingerprint as _fingerprint
+from .._native import shim_dtypes as _native_shim_dtypes
 
 _NO_TORCH_FUNCTION = torch._C.DisableTorchFunction
 # True inside DisableTorchFunction (torch 2.4 on): a caller that disabled torch functions for
@@ -72,29 +73,14 @@ def dlpack_dtypes(to_dlpack):
 
 @functools.lru_cache(maxsize=None)
 def shim_dtypes(shim):
-    """Which torch dtype each ``c10::ScalarType`` value of the torch reader stands for, as
-    ``(value, index in walker_types()'s dtypes)``, learnt from one-element CPU tensors of each
-    dtype; a value two dtypes share is left out (its tensors take the recorder's path)."""
+    """Which torch dtype each ``c10::ScalarType`` value of the torch reader stands for
+    (``_native.shim_dtypes``), learnt once per reader as ``dlpack_dtypes``; empty without one."""
     if shim is None:
         return []
     empty = getattr(torch.empty, "__wrapped__", torch.empty)  # never a recorded call
-    seen: Dict[int, Optional[int]] = {}
-    dtypes = [d for d, _ in walker_types()[4]]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        for i, d in enumerate(dtypes):
-            try:
-                st = shim.scalar_type(empty(1, dtype=d, device="cpu"))
-            except (RuntimeError, TypeError):
-                continue
-            if st is None:
-                continue
-            owner = seen.get(st, -1)
-            if owner == -1:
-                seen[st] = i
-            elif owner is not None and dtypes[owner] is not d:
-                seen[st] = None  # two dtypes, one value: neither is trusted
-    return [(st, i) for st, i in seen.items() if i is not None]
+        return _native_shim_dtypes(shim, empty, [d for d, _ in walker_types()[4]])
 
 
 def _location(device):
