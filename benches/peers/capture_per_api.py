@@ -44,6 +44,11 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 HF = os.path.join(HERE, "..", "..", "capture", "python_tests")
 VARIANTS = ("bare", "dispatch", "no_stack", "full", "py_reads", "msprobe")
+# A bench never starts a compiler beside what it times: it uses a torch reader already built
+# (`python -m numprobe.pytorch build-torch-shim`) but does not build one. The scripts that
+# drive their processes through this module (capture_ab, capture_profile, capture_stages)
+# inherit it.
+os.environ.setdefault("NUMPROBE_TORCH_SHIM", "1")
 
 
 def build_step(workload, threads):

@@ -15,6 +15,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -291,6 +292,141 @@ def test_build_command_line(tmp_path, monkeypatch):
     r = subprocess.run([sys.executable, "-c", "import numprobe.pytorch._torch_shim as s; "
                         "assert s.load() is None"], capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-3000:]
+
+
+CAPTURE = """
+import json, os, sys, tempfile
+import torch
+from numprobe.pytorch import PrecisionDebugger, _torch_shim
+dump = tempfile.mkdtemp()
+cfg = os.path.join(dump, "config.json")
+with open(cfg, "w") as f:
+    json.dump({"task": "statistics", "dump_path": dump, "level": "L1", "rank": [], "step": []}, f)
+dbg = PrecisionDebugger(config_path=cfg)
+dbg.start()
+torch.add(torch.ones(40), 1)
+dbg.stop()
+print("reader" if _torch_shim.load() is not None else "no reader")
+"""
+
+
+def _fake_compiler(tmp_path, shim_cache, runs, wait=0.0, fail=False):
+    """A `CXX` that counts its runs in `runs`, waits, then fails or writes the reader built
+    by the fixture (the same bytes a real compile of this source gives this torch)."""
+    lib = _torch_shim.library_path(shim_cache / "torch-shim")
+    fake = tmp_path / ("failing-cxx" if fail else "copying-cxx")
+    body = "exit 1" if fail else f'while [ "$1" != "-o" ]; do shift; done\ncp "{lib}" "$2"'
+    fake.write_text(f'#!/bin/sh\necho run >> "{runs}"\nsleep {wait}\n{body}\n')
+    fake.chmod(0o700)
+    return fake
+
+
+def _auto_env(cache, cxx):
+    env = dict(os.environ)
+    env.pop("NUMPROBE_TORCH_SHIM", None)  # the default: auto
+    env["NUMPROBE_CACHE_DIR"] = str(cache)
+    env["CXX"] = str(cxx)
+    return env
+
+
+def _capture(tmp_path, env):
+    script = tmp_path / "capture.py"
+    script.write_text(CAPTURE)
+    r = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True,
+                       timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    return r.stdout.strip().splitlines()[-1], r.stderr
+
+
+def _check(env):
+    return subprocess.run([sys.executable, "-m", "numprobe.pytorch", "build-torch-shim",
+                           "--check"], env=env, capture_output=True, text=True, timeout=300)
+
+
+def _wait_for(path, seconds=120):
+    deadline = time.monotonic() + seconds
+    while not path.exists():
+        assert time.monotonic() < deadline, f"{path} never appeared"
+        time.sleep(0.2)
+
+
+def test_a_capture_without_a_reader_builds_one_for_later_runs(tmp_path, shim_cache):
+    runs = tmp_path / "runs"
+    env = _auto_env(tmp_path / "cache", _fake_compiler(tmp_path, shim_cache, runs, wait=4))
+    lib = _torch_shim.library_path(tmp_path / "cache" / "torch-shim")
+    said, err = _capture(tmp_path, env)
+    # The capture did not wait for the compiler: it ended without the reader, saying a build
+    # runs, and the build is still running.
+    assert said == "no reader" and "building the torch reader" in err, err
+    assert not lib.exists()
+    r = _check(env)
+    assert r.returncode == 1 and "a build is running in the background" in r.stderr, r.stderr
+    # Captures meanwhile start no second build.
+    assert _capture(tmp_path, env)[0] == "no reader"
+    _wait_for(lib)
+    # Later captures read through it; one compiler run in all.
+    said, err = _capture(tmp_path, env)
+    assert said == "reader" and "building" not in err, err
+    assert runs.read_text().split() == ["run"]
+    assert _check(env).returncode == 0
+
+
+def test_concurrent_captures_start_one_build(tmp_path, shim_cache):
+    runs = tmp_path / "runs"
+    env = _auto_env(tmp_path / "cache", _fake_compiler(tmp_path, shim_cache, runs, wait=2))
+    script = tmp_path / "capture.py"
+    script.write_text(CAPTURE)
+    procs = [subprocess.Popen([sys.executable, str(script)], env=env, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) for _ in range(4)]
+    errs = [p.communicate(timeout=300)[1] for p in procs]
+    assert all(p.returncode == 0 for p in procs), errs
+    _wait_for(_torch_shim.library_path(tmp_path / "cache" / "torch-shim"))
+    assert sum("building the torch reader" in e for e in errs) == 1, errs
+    assert runs.read_text().split() == ["run"]
+
+
+def test_a_failed_background_build_is_left_to_the_user(tmp_path, shim_cache):
+    runs = tmp_path / "runs"
+    cache = tmp_path / "cache"
+    env = _auto_env(cache, _fake_compiler(tmp_path, shim_cache, runs, fail=True))
+    log = _torch_shim.failure_log(cache / "torch-shim")
+    assert _capture(tmp_path, env)[0] == "no reader"
+    _wait_for(log)
+    assert "compiling torch_shim.cpp failed" in log.read_text()
+    # Not tried again by captures; --check points at the log.
+    said, err = _capture(tmp_path, env)
+    assert said == "no reader" and "building" not in err, err
+    assert runs.read_text().split() == ["run"]
+    r = _check(env)
+    assert r.returncode == 1 and str(log) in r.stderr, r.stderr
+    # The command tries again (with a working compiler here) and clears the log.
+    env["CXX"] = str(_fake_compiler(tmp_path, shim_cache, runs))
+    r = subprocess.run([sys.executable, "-m", "numprobe.pytorch", "build-torch-shim"], env=env,
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert not log.exists() and _capture(tmp_path, env)[0] == "reader"
+
+
+def test_no_background_build_when_told_or_unsafe(tmp_path, shim_cache):
+    runs = tmp_path / "runs"
+    cache = tmp_path / "cache"
+    env = _auto_env(cache, _fake_compiler(tmp_path, shim_cache, runs))
+    # NUMPROBE_TORCH_SHIM=1 uses a reader but never builds one; 0 neither; no compiler found.
+    for knob, cxx in (("1", env["CXX"]), ("0", env["CXX"]), (None, str(tmp_path / "no-cxx"))):
+        e = dict(env, CXX=cxx)
+        if knob is not None:
+            e["NUMPROBE_TORCH_SHIM"] = knob
+        said, err = _capture(tmp_path, e)
+        assert said == "no reader" and "building" not in err, (knob, err)
+    assert not runs.exists() and not (cache / "torch-shim").exists()
+    # A lock planted as a link is not followed: the capture goes on without a build.
+    folder = cache / "torch-shim"
+    folder.mkdir(parents=True, mode=0o700)
+    target = tmp_path / "elsewhere"
+    os.symlink(target, folder / ".build.lock")
+    said, err = _capture(tmp_path, env)
+    assert said == "no reader" and "links are not followed" in err, err
+    assert not target.exists() and not runs.exists()
 
 
 def test_backward_hooks_registered_natively_see_what_torch_hooks_see(shim):

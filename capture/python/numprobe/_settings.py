@@ -49,8 +49,10 @@ EXTRA_APIS = Knob(
     "extra_apis=True)`")
 
 TORCH_SHIM = Knob(
-    "NUMPROBE_TORCH_SHIM", "1",
-    "`0`: the torch reader built by `python -m numprobe.pytorch build-torch-shim` is not used "
+    "NUMPROBE_TORCH_SHIM", "auto",
+    "the torch reader (`python -m numprobe.pytorch build-torch-shim`): `auto` uses the one "
+    "built for this torch and, when there is none and a C++ compiler is found, builds it in "
+    "the background for later runs; `1` uses it but never builds; `0` does not use it "
     "(tensors are read through Python, with the same records)")
 
 CACHE_DIR = Knob(
@@ -112,6 +114,11 @@ def extra_apis() -> bool:
 
 def torch_shim() -> bool:
     return raw(TORCH_SHIM) != "0"
+
+
+def torch_shim_autobuild() -> bool:
+    """Whether a capture that finds no torch reader builds one in the background."""
+    return raw(TORCH_SHIM) not in ("0", "1")
 
 
 def cache_dir() -> str:

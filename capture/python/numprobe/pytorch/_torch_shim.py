@@ -13,9 +13,18 @@ The cache folder holds code that is loaded into the process: it must be a real f
 link) owned by this user and writable by no one else, and so must the library; a library
 that fails any check is not loaded. The library is compiled under a temporary name in that
 folder and renamed into place, so a half-written one is never found.
+
+By default (``NUMPROBE_TORCH_SHIM=auto``) the first capture that finds no library for its
+torch starts that build itself, as torch's own C++ extensions and Triton build on first use:
+in a detached, lower-priority process (``_start_background_build``), so the capture never waits
+for a compiler; captures started after it is done use it. One build at a time per cache folder
+(an advisory lock that the building process holds, so the ranks of a job start one); a
+failed build leaves its log (``failed-KEY.log``) and is not tried again by captures, only by
+the command.
 """
 import hashlib
 import os
+import shutil
 import stat
 import subprocess
 import sys
@@ -60,10 +69,22 @@ def cache_dir() -> Path:
     return Path(_settings.cache_dir()) / "torch-shim"
 
 
+def _key() -> str:
+    return hashlib.sha256(identity().encode()).hexdigest()[:20]
+
+
 def library_path(folder: Optional[Path] = None) -> Path:
     """Where the library for the running torch is (or would be) kept."""
-    key = hashlib.sha256(identity().encode()).hexdigest()[:20]
-    return (folder or cache_dir()) / f"libnumprobe_torch_{key}.so"
+    return (folder or cache_dir()) / f"libnumprobe_torch_{_key()}.so"
+
+
+def failure_log(folder: Optional[Path] = None) -> Path:
+    """Where a failed background build for the running torch leaves the compiler's output
+    (its presence keeps captures from trying again)."""
+    return (folder or cache_dir()) / f"failed-{_key()}.log"
+
+
+_LOCK_NAME = ".build.lock"
 
 
 class ShimUnsafe(OSError):
@@ -131,6 +152,10 @@ def build(folder: Optional[Path] = None, cxx: Optional[str] = None, quiet: bool 
         _native.TorchShim.load(tmp, identity(), _tensor_base())
         os.replace(tmp, final)
         tmp = None
+        try:
+            os.unlink(failure_log(folder))
+        except FileNotFoundError:
+            pass
         if not quiet:
             print(f"numprobe: built {final} in {time.monotonic() - t0:.1f} s", file=sys.stderr)
         return final
@@ -145,7 +170,8 @@ def build(folder: Optional[Path] = None, cxx: Optional[str] = None, quiet: bool 
 def load(path: Optional[Path] = None):
     """The library for the running torch (``_native.TorchShim``), or None when there is none,
     it is switched off, or it fails a check (said once as a warning). Looked up once per
-    process unless `path` is given."""
+    process unless `path` is given; when there is none, the lookup may start a background
+    build for later processes (``_start_background_build``)."""
     if path is None and _LOADED:
         return _LOADED[0]
     shim = None
@@ -156,12 +182,101 @@ def load(path: Optional[Path] = None):
                 _check_private(where.parent, want_dir=True)
                 _check_private(where, want_dir=False)
                 shim = _native.TorchShim.load(str(where), identity(), _tensor_base())
+            elif _settings.torch_shim_autobuild():
+                _start_background_build(where.parent)
         except OSError as e:
             warnings.warn(f"numprobe: torch reader not used: {e}", RuntimeWarning, stacklevel=2)
             shim = None
     if path is None:
         _LOADED.append(shim)
     return shim
+
+
+def _building(folder: Path) -> bool:
+    """Whether a build holds the folder's lock now (a probe: takes it and lets it go)."""
+    try:
+        import fcntl
+    except ImportError:
+        return False
+    try:
+        fd = os.open(folder / _LOCK_NAME, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        return False
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
+
+
+def _start_background_build(folder: Path) -> bool:
+    """Starts ``build-torch-shim`` for the running torch into `folder` in a detached process
+    of lower priority, unless a compiler is missing, a build failed before (its log is
+    there) or another process is building (it holds the folder's lock). The lock is taken
+    here and handed to the builder, which holds it until it is done, so concurrent captures
+    (a job's ranks) start one build. Returns whether one was started; raises ShimUnsafe
+    when the folder is not private to this user."""
+    try:
+        import fcntl
+    except ImportError:
+        return False
+    if shutil.which(_settings.cxx() or "c++") is None or failure_log(folder).exists():
+        return False
+    _private_folder(folder)
+    try:
+        fd = os.open(folder / _LOCK_NAME, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC,
+                     0o600)
+    except OSError as e:
+        raise ShimUnsafe(f"{folder / _LOCK_NAME}: {e.strerror} (links are not followed)")
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False
+        # Another process may have finished the library between the lookup and the lock.
+        if library_path(folder).exists():
+            return False
+        # The builder imports this very numprobe, wherever it was imported from.
+        pkg_parent = str(Path(_native.__file__).resolve().parent.parent)
+        code = ("import sys; sys.path.insert(0, sys.argv.pop(1)); "
+                "from numprobe.pytorch._torch_shim import main; sys.exit(main(sys.argv[1:]))")
+        subprocess.Popen(
+            [sys.executable, "-c", code, pkg_parent, "--cache-dir", str(folder.parent),
+             "--background-lock", str(fd)],
+            pass_fds=(fd,), start_new_session=True, stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    finally:
+        os.close(fd)
+    print(f"numprobe: building the torch reader for torch {torch.__version__} in the "
+          f"background into {folder} (about 15 s); captures started after it is done read "
+          f"tensors natively ({_settings.TORCH_SHIM.name}=1: never build, 0: not used)",
+          file=sys.stderr)
+    return True
+
+
+def _build_in_background(folder: Path, lock_fd: int) -> int:
+    """The detached builder's work: holds `lock_fd` (the folder's lock, taken by the capture
+    that started it) until done, leaves the compiler's output in ``failure_log`` on failure."""
+    try:
+        os.nice(10)
+    except OSError:
+        pass
+    try:
+        if library_path(folder).exists():
+            return 0
+        try:
+            build(folder, quiet=True)
+            return 0
+        except (OSError, RuntimeError) as e:
+            fd, tmp = tempfile.mkstemp(prefix=".failed-", suffix=".log", dir=folder)
+            with os.fdopen(fd, "w") as f:
+                f.write(f"{time.strftime('%Y-%m-%dT%H:%M:%S%z')} {identity()}\n{e}\n")
+            os.replace(tmp, failure_log(folder))
+            return 1
+    finally:
+        os.close(lock_fd)
 
 
 def main(argv: Optional[List[str]] = None) -> int:
@@ -182,8 +297,11 @@ def main(argv: Optional[List[str]] = None) -> int:
     p.add_argument("--check", action="store_true",
                    help="build nothing: say whether captures under this torch would use a "
                         "reader (exit status 0) or not, and why (1)")
+    p.add_argument("--background-lock", type=int, default=None, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     folder = args.cache_dir / "torch-shim" if args.cache_dir else None
+    if args.background_lock is not None:
+        return _build_in_background(folder or cache_dir(), args.background_lock)
     if args.check:
         where = library_path(folder)
         if not _settings.torch_shim():
@@ -191,6 +309,12 @@ def main(argv: Optional[List[str]] = None) -> int:
             return 1
         if not where.exists():
             print(f"not built for this torch ({identity()}): {where}", file=sys.stderr)
+            log = failure_log(where.parent)
+            if _building(where.parent):
+                print("a build is running in the background", file=sys.stderr)
+            elif log.exists():
+                print(f"the background build failed, see {log} (captures do not try "
+                      f"again; this command without --check does)", file=sys.stderr)
             return 1
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
