@@ -353,7 +353,14 @@ def _wait_for(path, seconds=120):
 def test_a_capture_without_a_reader_builds_one_for_later_runs(tmp_path, shim_cache):
     runs = tmp_path / "runs"
     env = _auto_env(tmp_path / "cache", _fake_compiler(tmp_path, shim_cache, runs, wait=4))
-    lib = _torch_shim.library_path(tmp_path / "cache" / "torch-shim")
+    folder = tmp_path / "cache" / "torch-shim"
+    lib = _torch_shim.library_path(folder)
+    # What a build killed an hour ago left behind goes; a build's file of now stays.
+    folder.mkdir(parents=True, mode=0o700)
+    stale, fresh = folder / ".building-old.so", folder / ".building-new.so"
+    stale.write_bytes(b"half")
+    fresh.write_bytes(b"half")
+    os.utime(stale, (time.time() - 7200, time.time() - 7200))
     said, err = _capture(tmp_path, env)
     # The capture did not wait for the compiler: it ended without the reader, saying a build
     # runs, and the build is still running.
@@ -369,6 +376,7 @@ def test_a_capture_without_a_reader_builds_one_for_later_runs(tmp_path, shim_cac
     assert said == "reader" and "building" not in err, err
     assert runs.read_text().split() == ["run"]
     assert _check(env).returncode == 0
+    assert not stale.exists() and fresh.exists()
 
 
 def test_concurrent_captures_start_one_build(tmp_path, shim_cache):
@@ -427,6 +435,12 @@ def test_no_background_build_when_told_or_unsafe(tmp_path, shim_cache):
     said, err = _capture(tmp_path, env)
     assert said == "no reader" and "links are not followed" in err, err
     assert not target.exists() and not runs.exists()
+    # A cache folder that cannot be made: the capture says so, and how to go on.
+    blocked = tmp_path / "a-file"
+    blocked.write_text("")
+    said, err = _capture(tmp_path, dict(env, NUMPROBE_CACHE_DIR=str(blocked)))
+    assert said == "no reader" and "no torch reader built" in err, err
+    assert "NUMPROBE_TORCH_SHIM=1 stops trying" in err and not runs.exists()
 
 
 def test_backward_hooks_registered_natively_see_what_torch_hooks_see(shim):

@@ -183,7 +183,12 @@ def load(path: Optional[Path] = None):
                 _check_private(where, want_dir=False)
                 shim = _native.TorchShim.load(str(where), identity(), _tensor_base())
             elif _settings.torch_shim_autobuild():
-                _start_background_build(where.parent)
+                try:
+                    _start_background_build(where.parent)
+                except OSError as e:
+                    warnings.warn(f"numprobe: no torch reader built: {e} ({_settings.CACHE_DIR.name}"
+                                  f" names another folder, {_settings.TORCH_SHIM.name}=1 stops "
+                                  "trying)", RuntimeWarning, stacklevel=2)
         except OSError as e:
             warnings.warn(f"numprobe: torch reader not used: {e}", RuntimeWarning, stacklevel=2)
             shim = None
@@ -256,6 +261,21 @@ def _start_background_build(folder: Path) -> bool:
     return True
 
 
+def _remove_leftovers(folder: Path, older_than_s: float = 3600.0) -> None:
+    """Temporary files of builds killed before they could remove them (a build takes seconds,
+    so one an hour old is no build's any more)."""
+    now = time.time()
+    for entry in os.scandir(folder):
+        if not entry.name.startswith((".building-", ".failed-")):
+            continue
+        try:
+            st = entry.stat(follow_symlinks=False)
+            if stat.S_ISREG(st.st_mode) and now - st.st_mtime > older_than_s:
+                os.unlink(entry.path)
+        except OSError:
+            pass
+
+
 def _build_in_background(folder: Path, lock_fd: int) -> int:
     """The detached builder's work: holds `lock_fd` (the folder's lock, taken by the capture
     that started it) until done, leaves the compiler's output in ``failure_log`` on failure."""
@@ -266,6 +286,7 @@ def _build_in_background(folder: Path, lock_fd: int) -> int:
     try:
         if library_path(folder).exists():
             return 0
+        _remove_leftovers(folder)
         try:
             build(folder, quiet=True)
             return 0
