@@ -490,17 +490,17 @@ fn mindspore_cpu_mean_norm(r: &mut Record, view: &TensorView, shape: &[usize]) {
 /// general path.
 fn torch_order_record(view: &TensorView, opts: &Options, threads: usize) -> Option<Record> {
     let xs = torch_order::as_f32(view.bytes()).filter(|xs| !xs.is_empty())?;
+    // torch sums in per-thread chunks from GRAIN elements on; the norm stays one chain.
     let (f, crc) = if opts.mode == SummaryMode::Md5 {
         let (f, crc) = torch_order::fused_crc32(xs);
         (f, Some(crc))
     } else {
-        (torch_order::fused(xs), None)
+        (torch_order::fused_threads(xs, threads), None)
     };
     if !(f.sum.is_finite() && f.norm.is_finite()) {
         return None;
     }
-    // torch sums in per-thread chunks from GRAIN elements on; the norm stays one chain.
-    let sum = if threads > 1 && xs.len() >= torch_order::GRAIN {
+    let sum = if crc.is_some() && threads > 1 && xs.len() >= torch_order::GRAIN {
         torch_order::torch_sum(xs, threads)
     } else {
         f.sum

@@ -1,6 +1,8 @@
 //! The SIMD torch-order sum ([`torch_order::fused_sum`], each torch thread's chunk of a
-//! multi-thread `torch.sum`) against the scalar cascade it must equal bit for bit, on any
-//! float32 values (NaN, ±Inf, subnormals, ±0, huge and tiny magnitudes), any length.
+//! multi-thread `torch.sum`) against the scalar cascade it must equal bit for bit, and the
+//! pass that carries the chunks' sums beside the norm ([`torch_order::fused_threads`])
+//! against the separate passes, on any float32 values (NaN, ±Inf, subnormals, ±0, huge and
+//! tiny magnitudes), any length.
 
 use proptest::prelude::*;
 use stats_gpu::torch_order::{self, GRAIN};
@@ -46,6 +48,60 @@ proptest! {
         prop_assert!(same(simd, scalar), "{simd} vs {scalar} (n = {})", xs.len());
         if xs.iter().all(|x| x.is_finite()) {
             prop_assert_eq!(simd.to_bits(), torch_order::fused(&xs).sum.to_bits());
+        }
+    }
+}
+
+fn finite_value() -> impl Strategy<Value = f32> {
+    prop_oneof![
+        20 => -1e4f32..1e4,
+        4 => -1e-3f32..1e-3,
+        1 => prop::sample::select(vec![0.0f32, -0.0, 1e-40, -1e-45, f32::MIN_POSITIVE]),
+    ]
+}
+
+/// Lengths from just under the grain to three grains: multiples of 64 (every chunk starts at
+/// a whole group for two threads) or not; thread counts that split and that do not. Finite
+/// values with, in a third of the cases, a few NaN, infinite or huge ones put in (any more and
+/// every statistic of a tensor this long would be NaN, and the comparison blind).
+fn chunked_values() -> impl Strategy<Value = (Vec<f32>, usize)> {
+    (GRAIN / 64 - 2..3 * GRAIN / 64, any::<bool>(), 1usize..64)
+        .prop_flat_map(|(k, whole, r)| {
+            let n = k * 64 + if whole { 0 } else { r };
+            let special = prop::sample::select(vec![
+                f32::NAN,
+                f32::INFINITY,
+                f32::NEG_INFINITY,
+                3.0e38,
+                -3.4e38,
+                1e30,
+            ]);
+            (
+                prop::collection::vec(finite_value(), n..=n),
+                prop_oneof![2 => Just(Vec::new()), 1 => prop::collection::vec((0..n, special), 1..3)],
+                prop_oneof![4 => 1usize..=4, 1 => 5usize..=8, 1 => Just(100usize)],
+            )
+        })
+        .prop_map(|(mut xs, put, threads)| {
+            for (at, x) in put {
+                xs[at] = x;
+            }
+            (xs, threads)
+        })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(48))]
+
+    #[test]
+    fn one_pass_chunk_sums_equal_the_separate_passes((xs, threads) in chunked_values()) {
+        let f = torch_order::fused(&xs);
+        let got = torch_order::fused_threads(&xs, threads);
+        let sum = torch_order::torch_sum(&xs, threads);
+        let n = xs.len();
+        prop_assert!(same(got.sum, sum), "sum {} vs {sum} (n = {n}, threads = {threads})", got.sum);
+        for (a, b, what) in [(got.norm, f.norm, "norm"), (got.max, f.max, "max"), (got.min, f.min, "min")] {
+            prop_assert!(same(a, b), "{what} {a} vs {b} (n = {n}, threads = {threads})");
         }
     }
 }

@@ -1168,11 +1168,10 @@ fn torch_order_mean_norm(
     if xs.is_empty() {
         return Err(PyValueError::new_err("empty tensor"));
     }
+    // The capture's own pass (`summary::compute` under torch's order reaches it).
     Ok(py.detach(|| {
-        (
-            stats_gpu::torch_order::torch_mean(xs, threads),
-            stats_gpu::torch_order::torch_norm(xs),
-        )
+        let f = stats_gpu::torch_order::fused_threads(xs, threads);
+        (f.sum / xs.len() as f32, f.norm)
     }))
 }
 

@@ -9,7 +9,7 @@
 //! block right after the statistics did, while it is still in L1/L2, instead of reading the
 //! tensor a second time from memory.
 
-use super::{ILP, LEVELS, VEC, add_acc, cascade_level, row_sum};
+use super::{GRAIN, ILP, LEVELS, VEC, add_acc, cascade_level, cascade_sum, row_sum, torch_sum};
 
 /// Floats per group: the [`ILP`] vectors one cascade step adds.
 pub(super) const GROUP: usize = ILP * VEC;
@@ -333,6 +333,55 @@ pub fn fused(xs: &[f32]) -> Fused {
     fused_with(xs, true)
 }
 
+/// [`fused`] with `sum` as `torch.sum` takes it with `threads` torch threads
+/// ([`super::torch_sum`], bit for bit). From [`GRAIN`] elements on torch sums equal chunks on
+/// separate threads: when every chunk starts at a whole group (at two threads, any length
+/// that is a multiple of 64, as a model's tensors are), each chunk's cascade rides on the
+/// same read as the norm's chain, whose latency bounds the pass, instead of a second pass
+/// over the tensor (40% more time, benches/RESULTS.md); other lengths take that second pass.
+pub fn fused_threads(xs: &[f32], threads: usize) -> Fused {
+    let n = xs.len();
+    let threads = threads.max(1);
+    if threads == 1 || n < GRAIN {
+        return fused(xs);
+    }
+    let used = threads.min(n.div_ceil(GRAIN));
+    let chunk = n.div_ceil(used);
+    if !chunk.is_multiple_of(GROUP) {
+        let mut f = fused(xs);
+        f.sum = torch_sum(xs, threads);
+        return f;
+    }
+    // torch's per-thread slots, the unused ones zero (as `torch_sum` adds them).
+    let mut slots = vec![0f32; threads];
+    let parts = n.div_ceil(chunk);
+    let mut carried: Option<State> = None;
+    for (i, part) in xs.chunks(chunk).enumerate() {
+        let groups = part.len() / GROUP;
+        // A fresh cascade per chunk; the norm's chain and the extremes go on from the last
+        // chunk, whose whole groups ended where this one's begin.
+        let mut st = State::new(groups);
+        if let Some(prev) = carried.take() {
+            st.sq = prev.sq;
+            st.mx = prev.mx;
+            st.mn = prev.mn;
+        }
+        st.advance(part, groups, true);
+        if i + 1 == parts {
+            // The tensor's leftover vectors and scalars are this chunk's: `finish` adds them
+            // to the norm and extremes where a single pass would.
+            let mut f = finish(st, part);
+            slots[i] += f.sum;
+            f.sum = cascade_sum(&slots);
+            return f;
+        }
+        // Whole groups only: the chunk's sum needs no leftovers.
+        slots[i] += finish(st.clone(), part).sum;
+        carried = Some(st);
+    }
+    unreachable!("xs.chunks(chunk) yields {parts} chunks")
+}
+
 /// The single-thread `torch.sum` of `xs` ([`super::cascade_sum`], bit for bit) through the
 /// same SIMD loop without the other statistics: what each thread's chunk of a multi-thread
 /// sum costs, a fraction of the fused pass (whose norm chain bounds its speed).
@@ -424,6 +473,41 @@ mod tests {
             let (g, crc) = fused_crc32(&xs);
             assert_eq!(g, f, "n={n}");
             assert_eq!(crc, crc32fast::hash(bytemuck::cast_slice(&xs)), "n={n}");
+        }
+    }
+
+    /// The chunks' sums riding on the norm's pass give what the fused pass and the separate
+    /// multi-thread sum give, bit for bit: lengths whose chunks start at whole groups and
+    /// lengths whose do not, around the grain, thread counts that split or not.
+    #[test]
+    fn fused_threads_agrees_with_fused_and_torch_sum() {
+        for n in [
+            GRAIN - 1,
+            GRAIN,
+            GRAIN + 1,
+            2 * GRAIN,
+            2 * GRAIN + 64,
+            2 * GRAIN + 96,
+            65_536,
+            65_536 + 7,
+            131_072 + 32 * 3,
+            3 * GRAIN + 17,
+            600_000,
+        ] {
+            let xs = data(n, 777 + n as u32, 3.0, -1.0);
+            let f = fused(&xs);
+            for threads in [1usize, 2, 3, 4, 8, 65, 100] {
+                let want = Fused {
+                    sum: super::super::torch_sum(&xs, threads),
+                    ..f
+                };
+                assert_eq!(fused_threads(&xs, threads), want, "n={n} threads={threads}");
+                assert_eq!(
+                    fused_threads(&xs, threads).sum.to_bits(),
+                    want.sum.to_bits(),
+                    "n={n} threads={threads}"
+                );
+            }
         }
     }
 

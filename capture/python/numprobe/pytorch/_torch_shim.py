@@ -186,9 +186,10 @@ def load(path: Optional[Path] = None):
                 try:
                     _start_background_build(where.parent)
                 except OSError as e:
-                    warnings.warn(f"numprobe: no torch reader built: {e} ({_settings.CACHE_DIR.name}"
-                                  f" names another folder, {_settings.TORCH_SHIM.name}=1 stops "
-                                  "trying)", RuntimeWarning, stacklevel=2)
+                    warnings.warn(f"numprobe: no torch reader built: {e} "
+                                  f"({_settings.CACHE_DIR.name} names another folder, "
+                                  f"{_settings.TORCH_SHIM.name}=1 stops trying)",
+                                  RuntimeWarning, stacklevel=2)
         except OSError as e:
             warnings.warn(f"numprobe: torch reader not used: {e}", RuntimeWarning, stacklevel=2)
             shim = None
