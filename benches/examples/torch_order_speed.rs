@@ -1,12 +1,14 @@
 //! Throughput of the capture hot path: the float32 statistics pass in torch's summation
-//! order (statistics mode) and the same pass with the CRC-32 (md5 mode), on tensors read hot
-//! (the same buffer again) and cold (a rotation of buffers larger than the cache, like a
-//! training step's parameters and gradients).
+//! order (statistics mode), the same pass with the CRC-32 (md5 mode), and at two torch threads
+//! (Mean summed in two chunks) the pass followed by a second one for the chunks' sums against
+//! the one pass carrying them (`fused_threads`), on tensors read hot (the same buffer again)
+//! and cold (a rotation of buffers larger than the cache, like a training step's parameters
+//! and gradients).
 //!
 //! usage: torch_order_speed [MiB ...]   (default: 1 9 64)
 use std::time::Instant;
 
-use stats_gpu::torch_order::{fused, fused_crc32, fused_portable};
+use stats_gpu::torch_order::{fused, fused_crc32, fused_portable, fused_threads, torch_sum};
 
 /// Best bytes per second of `f` over every buffer of `bufs`, out of `rounds` rounds.
 fn rate<F: FnMut(&[f32]) -> f32>(bufs: &[Vec<f32>], rounds: usize, mut f: F) -> f64 {
@@ -36,7 +38,7 @@ fn main() {
     };
     let mut seed: u32 = 7;
     println!(
-        "GB/s (best of rounds)   portable    simd   crc32 alone   simd, then crc32   simd+crc32 in blocks"
+        "GB/s (best of rounds)   portable    simd   crc32 alone   simd, then crc32   simd+crc32 in blocks   2 threads: simd, then chunk sums   chunk sums in the pass"
     );
     for mib in sizes {
         let n = (mib << 20) / 4;
@@ -62,8 +64,13 @@ fn main() {
                 let (f, c) = fused_crc32(x);
                 f.norm + c as f32
             });
+            let chunks_after = rate(set, rounds, |x| fused(x).norm + torch_sum(x, 2));
+            let chunks_in = rate(set, rounds, |x| {
+                let f = fused_threads(x, 2);
+                f.norm + f.sum
+            });
             println!(
-                "{mib:>4} MiB {label}             {port:7.2} {simd:7.2} {c:13.2} {two:18.2} {one:22.2}"
+                "{mib:>4} MiB {label}             {port:7.2} {simd:7.2} {c:13.2} {two:18.2} {one:22.2} {chunks_after:34.2} {chunks_in:24.2}"
             );
         }
     }
