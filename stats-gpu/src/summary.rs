@@ -492,7 +492,7 @@ fn torch_order_record(view: &TensorView, opts: &Options, threads: usize) -> Opti
     let xs = torch_order::as_f32(view.bytes()).filter(|xs| !xs.is_empty())?;
     // torch sums in per-thread chunks from GRAIN elements on; the norm stays one chain.
     let (f, crc) = if opts.mode == SummaryMode::Md5 {
-        let (f, crc) = torch_order::fused_crc32(xs);
+        let (f, crc) = torch_order::fused_crc32_threads(xs, threads);
         (f, Some(crc))
     } else {
         (torch_order::fused_threads(xs, threads), None)
@@ -500,11 +500,7 @@ fn torch_order_record(view: &TensorView, opts: &Options, threads: usize) -> Opti
     if !(f.sum.is_finite() && f.norm.is_finite()) {
         return None;
     }
-    let sum = if crc.is_some() && threads > 1 && xs.len() >= torch_order::GRAIN {
-        torch_order::torch_sum(xs, threads)
-    } else {
-        f.sum
-    };
+    let sum = f.sum;
     Some(Record {
         max: Some(Stat::Float(f.max as f64)),
         min: Some(Stat::Float(f.min as f64)),

@@ -27,7 +27,9 @@
 //!   down (the adapter asks torch for those), and the others differ by one ulp at most.
 
 mod fused;
-pub use fused::{Fused, fused, fused_crc32, fused_portable, fused_sum, fused_threads};
+pub use fused::{
+    Fused, fused, fused_crc32, fused_crc32_threads, fused_portable, fused_sum, fused_threads,
+};
 
 /// Lanes of ATen's `Vectorized<float>` in the kernels measured.
 pub const VEC: usize = 8;

@@ -103,6 +103,12 @@ proptest! {
         for (a, b, what) in [(got.norm, f.norm, "norm"), (got.max, f.max, "max"), (got.min, f.min, "min")] {
             prop_assert!(same(a, b), "{what} {a} vs {b} (n = {n}, threads = {threads})");
         }
+        // md5 mode: the same pass hashing each block behind the statistics.
+        let (with_crc, crc) = torch_order::fused_crc32_threads(&xs, threads);
+        prop_assert_eq!(crc, crc32fast::hash(bytemuck::cast_slice(&xs)));
+        for (a, b) in [(with_crc.sum, got.sum), (with_crc.norm, got.norm), (with_crc.max, got.max), (with_crc.min, got.min)] {
+            prop_assert!(same(a, b), "md5 pass {a} vs {b} (n = {n}, threads = {threads})");
+        }
     }
 }
 

@@ -340,16 +340,35 @@ pub fn fused(xs: &[f32]) -> Fused {
 /// same read as the norm's chain, whose latency bounds the pass, instead of a second pass
 /// over the tensor (40% more time, benches/RESULTS.md); other lengths take that second pass.
 pub fn fused_threads(xs: &[f32], threads: usize) -> Fused {
+    fused_threads_with(xs, threads, None)
+}
+
+/// [`fused_threads`] and the CRC-32 of the same bytes, hashed block by block behind the
+/// statistics as in [`fused_crc32`].
+pub fn fused_crc32_threads(xs: &[f32], threads: usize) -> (Fused, u32) {
+    let mut crc = crc32fast::Hasher::new();
+    let f = fused_threads_with(xs, threads, Some(&mut crc));
+    (f, crc.finalize())
+}
+
+fn fused_threads_with(
+    xs: &[f32],
+    threads: usize,
+    mut crc: Option<&mut crc32fast::Hasher>,
+) -> Fused {
     let n = xs.len();
     let threads = threads.max(1);
-    if threads == 1 || n < GRAIN {
-        return fused(xs);
-    }
     let used = threads.min(n.div_ceil(GRAIN));
-    let chunk = n.div_ceil(used);
-    if !chunk.is_multiple_of(GROUP) {
-        let mut f = fused(xs);
-        f.sum = torch_sum(xs, threads);
+    let chunk = n.div_ceil(used.max(1));
+    let split = threads > 1 && n >= GRAIN;
+    if !split || !chunk.is_multiple_of(GROUP) {
+        let mut st = State::new(n / GROUP);
+        advance_hashing(&mut st, xs, crc.as_deref_mut());
+        hash_tail(xs, crc);
+        let mut f = finish(st, xs);
+        if split {
+            f.sum = torch_sum(xs, threads);
+        }
         return f;
     }
     // torch's per-thread slots, the unused ones zero (as `torch_sum` adds them).
@@ -357,19 +376,19 @@ pub fn fused_threads(xs: &[f32], threads: usize) -> Fused {
     let parts = n.div_ceil(chunk);
     let mut carried: Option<State> = None;
     for (i, part) in xs.chunks(chunk).enumerate() {
-        let groups = part.len() / GROUP;
         // A fresh cascade per chunk; the norm's chain and the extremes go on from the last
         // chunk, whose whole groups ended where this one's begin.
-        let mut st = State::new(groups);
+        let mut st = State::new(part.len() / GROUP);
         if let Some(prev) = carried.take() {
             st.sq = prev.sq;
             st.mx = prev.mx;
             st.mn = prev.mn;
         }
-        st.advance(part, groups, true);
+        advance_hashing(&mut st, part, crc.as_deref_mut());
         if i + 1 == parts {
             // The tensor's leftover vectors and scalars are this chunk's: `finish` adds them
             // to the norm and extremes where a single pass would.
+            hash_tail(part, crc);
             let mut f = finish(st, part);
             slots[i] += f.sum;
             f.sum = cascade_sum(&slots);
@@ -380,6 +399,32 @@ pub fn fused_threads(xs: &[f32], threads: usize) -> Fused {
         carried = Some(st);
     }
     unreachable!("xs.chunks(chunk) yields {parts} chunks")
+}
+
+/// Adds every whole group of `xs` to `st`; with `crc`, block by block, each hashed right
+/// after the statistics read it (while it is in L1).
+fn advance_hashing(st: &mut State, xs: &[f32], crc: Option<&mut crc32fast::Hasher>) {
+    let groups = xs.len() / GROUP;
+    let Some(crc) = crc else {
+        st.advance(xs, groups, true);
+        return;
+    };
+    let bytes: &[u8] = bytemuck::cast_slice(xs);
+    let mut at = 0;
+    while at < groups {
+        let to = groups.min(at + CRC_BLOCK_GROUPS);
+        st.advance(xs, to, true);
+        crc.update(&bytes[at * GROUP * 4..to * GROUP * 4]);
+        at = to;
+    }
+}
+
+/// Hashes the bytes of `xs` after its whole groups.
+fn hash_tail(xs: &[f32], crc: Option<&mut crc32fast::Hasher>) {
+    if let Some(crc) = crc {
+        let bytes: &[u8] = bytemuck::cast_slice(xs);
+        crc.update(&bytes[xs.len() / GROUP * GROUP * 4..]);
+    }
 }
 
 /// The single-thread `torch.sum` of `xs` ([`super::cascade_sum`], bit for bit) through the
@@ -407,19 +452,7 @@ const CRC_BLOCK_GROUPS: usize = 16 * 1024 / (GROUP * 4);
 /// [`fused`] and the CRC-32 (zlib's) of the same bytes from one read of memory: the tensor
 /// goes by blocks, each summarised and then hashed while it is still in cache.
 pub fn fused_crc32(xs: &[f32]) -> (Fused, u32) {
-    let groups = xs.len() / GROUP;
-    let bytes: &[u8] = bytemuck::cast_slice(xs);
-    let mut st = State::new(groups);
-    let mut crc = crc32fast::Hasher::new();
-    let mut at = 0;
-    while at < groups {
-        let to = groups.min(at + CRC_BLOCK_GROUPS);
-        st.advance(xs, to, true);
-        crc.update(&bytes[at * GROUP * 4..to * GROUP * 4]);
-        at = to;
-    }
-    crc.update(&bytes[groups * GROUP * 4..]);
-    (finish(st, xs), crc.finalize())
+    fused_crc32_threads(xs, 1)
 }
 
 #[cfg(test)]
@@ -502,6 +535,12 @@ mod tests {
                     ..f
                 };
                 assert_eq!(fused_threads(&xs, threads), want, "n={n} threads={threads}");
+                let crc = crc32fast::hash(bytemuck::cast_slice(&xs));
+                assert_eq!(
+                    fused_crc32_threads(&xs, threads),
+                    (want, crc),
+                    "n={n} threads={threads}"
+                );
                 assert_eq!(
                     fused_threads(&xs, threads).sum.to_bits(),
                     want.sum.to_bits(),
