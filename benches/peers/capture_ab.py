@@ -13,7 +13,9 @@ on), and each build over the bare median and minimum.
 
 A build is a directory holding the `numprobe` package (pip install --target DIR ./capture),
 optionally followed by environment settings of its process: `--build noshim=DIR,NUMPROBE_TORCH_SHIM=0`
-runs the same package without its torch reader (numprobe/pytorch/_torch_shim.py).
+runs the same package without its torch reader (numprobe/pytorch/_torch_shim.py). A build
+named `bare-…` runs the bare step with its settings (`--build
+bare-active=DIR,OMP_WAIT_POLICY=ACTIVE`); the x bare columns stay against the plain bare run.
 Workloads as in capture_per_api.py. A build made with `MATURIN_PEP517_ARGS="--features
 calls-unrecorded"` runs every call of the native path unrecorded after counting it: beside a
 bare run and a recording build it splits what recording adds into the mechanism (the
@@ -68,7 +70,7 @@ def main():
         site, *settings = spec.split(",")
         env = dict(os.environ, PYTHONPATH=site)
         env.update(kv.split("=", 1) for kv in settings)
-        role = "bare" if name == "bare" else "recorded"
+        role = "bare" if name == "bare" or name.startswith("bare-") else "recorded"
         cmd = [sys.executable, os.path.abspath(__file__), "--worker", role,
                "--workload", args.workload, "--threads", str(args.threads)]
         procs[name] = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
