@@ -1,8 +1,11 @@
 """Settings for the whole suite."""
 import os
+import tempfile
 
-# The suite's captures use a torch reader that is already built but never start a background
-# build of one (the default, `auto`, would compile one beside the tests on a machine without
-# it, and later tests would then run another way than earlier ones). The tests of that build
-# set the knob themselves.
-os.environ.setdefault("NUMPROBE_TORCH_SHIM", "1")
+# The suite runs the same way whatever this machine's numprobe cache holds: its captures look
+# for a torch reader in a folder of their own (empty: tensors are read through Python, as
+# test_dlpack_walk.py counts) and never start a background build of one (the default, `auto`,
+# would compile one beside the tests). The tests of the reader and of that build
+# (test_torch_shim.py) set both knobs themselves.
+os.environ["NUMPROBE_CACHE_DIR"] = tempfile.mkdtemp(prefix="numprobe-test-cache-")
+os.environ["NUMPROBE_TORCH_SHIM"] = "1"

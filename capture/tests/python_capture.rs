@@ -36,6 +36,9 @@ fn capture(py: &Path, fixture: &str, dir: &Path, steps: u32, keep_journal: bool)
         .arg("--steps")
         .arg(steps.to_string())
         .env("NUMPROBE_TESTDATA", testsupport::testdata())
+        // A test never starts a background build of the torch reader (it would compile one
+        // into the user's cache beside the test run); one already built is used.
+        .env("NUMPROBE_TORCH_SHIM", "1")
         .env(
             "NUMPROBE_KEEP_JOURNAL",
             if keep_journal { "1" } else { "0" },
