@@ -1,5 +1,6 @@
-//! The capture hot path: Max, Min, single-thread `torch.sum` and `torch.norm` of a float32
-//! tensor from one read (plus, in md5 mode, its CRC-32 from the same read).
+//! The capture hot path: Max, Min, `torch.sum` (single-thread, or in the chunks of several
+//! torch threads) and `torch.norm` of a float32 tensor from one read (plus, in md5 mode, its
+//! CRC-32 from the same read).
 //!
 //! One algorithm, written once over a vector of [`VEC`] lanes ([`Lanes`]): plain arrays
 //! (portable, the reference) or AVX2 registers. The additions are ATen's, in ATen's order
@@ -7,7 +8,9 @@
 //! accumulator per vector of a group, which leaves the norm's accumulator as the loop's only
 //! dependency chain. The pass is resumable between blocks of groups, so the CRC can read each
 //! block right after the statistics did, while it is still in L1/L2, instead of reading the
-//! tensor a second time from memory.
+//! tensor a second time from memory; and it can restart the sum's cascade at a group boundary
+//! while the norm and the extremes run on, so a multi-thread sum's chunks ride on the same
+//! read ([`fused_threads`]).
 
 use super::{GRAIN, ILP, LEVELS, VEC, add_acc, cascade_level, cascade_sum, row_sum, torch_sum};
 
