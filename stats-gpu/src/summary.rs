@@ -500,11 +500,10 @@ fn torch_order_record(view: &TensorView, opts: &Options, threads: usize) -> Opti
     if !(f.sum.is_finite() && f.norm.is_finite()) {
         return None;
     }
-    let sum = f.sum;
     Some(Record {
         max: Some(Stat::Float(f.max as f64)),
         min: Some(Stat::Float(f.min as f64)),
-        mean: Some(Stat::Float((sum / xs.len() as f32) as f64)),
+        mean: Some(Stat::Float((f.sum / xs.len() as f32) as f64)),
         norm: Some(Stat::Float(f.norm as f64)),
         md5: crc.map(Checksum::Crc32),
     })

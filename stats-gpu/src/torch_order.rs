@@ -137,15 +137,20 @@ pub fn cascade_sum(xs: &[f32]) -> f32 {
     total
 }
 
+/// The length of each torch thread's chunk of a reduction over `n` elements with `threads`
+/// threads (the last may be shorter), or None when torch reduces them on one thread.
+pub(crate) fn thread_chunk(n: usize, threads: usize) -> Option<usize> {
+    if n < GRAIN || threads <= 1 {
+        return None;
+    }
+    Some(n.div_ceil(threads.min(n.div_ceil(GRAIN))))
+}
+
 /// `torch.sum` of contiguous float32 `xs` with `threads` torch threads.
 pub fn torch_sum(xs: &[f32], threads: usize) -> f32 {
-    let n = xs.len();
-    let threads = threads.max(1);
-    if n < GRAIN || threads == 1 {
+    let Some(chunk) = thread_chunk(xs.len(), threads) else {
         return cascade_sum(xs);
-    }
-    let used = threads.min(n.div_ceil(GRAIN));
-    let chunk = n.div_ceil(used);
+    };
     let mut slots = vec![0f32; threads];
     for (slot, part) in slots.iter_mut().zip(xs.chunks(chunk)) {
         *slot += fused_sum(part);

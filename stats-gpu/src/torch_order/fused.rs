@@ -12,7 +12,9 @@
 //! while the norm and the extremes run on, so a multi-thread sum's chunks ride on the same
 //! read ([`fused_threads`]).
 
-use super::{GRAIN, ILP, LEVELS, VEC, add_acc, cascade_level, cascade_sum, row_sum, torch_sum};
+use super::{
+    ILP, LEVELS, VEC, add_acc, cascade_level, cascade_sum, row_sum, thread_chunk, torch_sum,
+};
 
 /// Floats per group: the [`ILP`] vectors one cascade step adds.
 pub(super) const GROUP: usize = ILP * VEC;
@@ -337,7 +339,7 @@ pub fn fused(xs: &[f32]) -> Fused {
 }
 
 /// [`fused`] with `sum` as `torch.sum` takes it with `threads` torch threads
-/// ([`super::torch_sum`], bit for bit). From [`GRAIN`] elements on torch sums equal chunks on
+/// ([`super::torch_sum`], bit for bit). From [`GRAIN`](super::GRAIN) elements on torch sums equal chunks on
 /// separate threads: when every chunk starts at a whole group (at two threads, any length
 /// that is a multiple of 64, as a model's tensors are), each chunk's cascade rides on the
 /// same read as the norm's chain, whose latency bounds the pass, instead of a second pass
@@ -360,20 +362,18 @@ fn fused_threads_with(
     mut crc: Option<&mut crc32fast::Hasher>,
 ) -> Fused {
     let n = xs.len();
-    let threads = threads.max(1);
-    let used = threads.min(n.div_ceil(GRAIN));
-    let chunk = n.div_ceil(used.max(1));
-    let split = threads > 1 && n >= GRAIN;
-    if !split || !chunk.is_multiple_of(GROUP) {
+    let chunk = thread_chunk(n, threads);
+    let Some(chunk) = chunk.filter(|c| c.is_multiple_of(GROUP)) else {
         let mut st = State::new(n / GROUP);
         advance_hashing(&mut st, xs, crc.as_deref_mut());
         hash_tail(xs, crc);
         let mut f = finish(st, xs);
-        if split {
+        if chunk.is_some() {
+            // Chunks that start inside a group: their sums take a pass of their own.
             f.sum = torch_sum(xs, threads);
         }
         return f;
-    }
+    };
     // torch's per-thread slots, the unused ones zero (as `torch_sum` adds them).
     let mut slots = vec![0f32; threads];
     let parts = n.div_ceil(chunk);
@@ -460,7 +460,7 @@ pub fn fused_crc32(xs: &[f32]) -> (Fused, u32) {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{cascade_sum, torch_norm};
+    use super::super::{GRAIN, cascade_sum, torch_norm};
     use super::*;
 
     fn data(n: usize, seed: u32, scale: f32, offset: f32) -> Vec<f32> {
@@ -537,16 +537,17 @@ mod tests {
                     sum: super::super::torch_sum(&xs, threads),
                     ..f
                 };
-                assert_eq!(fused_threads(&xs, threads), want, "n={n} threads={threads}");
+                let got = fused_threads(&xs, threads);
+                assert_eq!(got, want, "n={n} threads={threads}");
+                assert_eq!(
+                    got.sum.to_bits(),
+                    want.sum.to_bits(),
+                    "n={n} threads={threads}"
+                );
                 let crc = crc32fast::hash(bytemuck::cast_slice(&xs));
                 assert_eq!(
                     fused_crc32_threads(&xs, threads),
                     (want, crc),
-                    "n={n} threads={threads}"
-                );
-                assert_eq!(
-                    fused_threads(&xs, threads).sum.to_bits(),
-                    want.sum.to_bits(),
                     "n={n} threads={threads}"
                 );
             }
