@@ -114,3 +114,16 @@ def test_a_malformed_knob_is_refused_by_name(monkeypatch):
         raise AssertionError("a malformed bound was accepted")
     monkeypatch.setenv("NUMPROBE_DEVICE_STATS_BOUND", "12")
     assert _settings.device_stats_bound() == 12
+    # Read as `auto`, `off` would start a compiler.
+    for word in ("off", "yes"):
+        monkeypatch.setenv("NUMPROBE_TORCH_SHIM", word)
+        try:
+            _settings.torch_shim_autobuild()
+        except ValueError as e:
+            assert f"NUMPROBE_TORCH_SHIM={word!r}" in str(e)
+        else:
+            raise AssertionError(f"NUMPROBE_TORCH_SHIM={word!r} was accepted")
+    for word, use, build in (("auto", True, True), ("", True, True), ("1", True, False),
+                             ("0", False, False)):
+        monkeypatch.setenv("NUMPROBE_TORCH_SHIM", word)
+        assert (_settings.torch_shim(), _settings.torch_shim_autobuild()) == (use, build)

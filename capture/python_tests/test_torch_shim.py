@@ -310,13 +310,16 @@ print("reader" if _torch_shim.load() is not None else "no reader")
 """
 
 
-def _fake_compiler(tmp_path, shim_cache, runs, wait=0.0, fail=False):
-    """A `CXX` that counts its runs in `runs`, waits, then fails or writes the reader built
-    by the fixture (the same bytes a real compile of this source gives this torch)."""
+def _fake_compiler(tmp_path, shim_cache, runs, gate=None, fail=False):
+    """A `CXX` that counts its runs in `runs`, waits until the file `gate` exists (so a test
+    decides when the build ends, whatever the machine's speed), then fails or writes the
+    reader built by the fixture (the same bytes a real compile of this source gives)."""
     lib = _torch_shim.library_path(shim_cache / "torch-shim")
     fake = tmp_path / ("failing-cxx" if fail else "copying-cxx")
+    wait = f'n=0; while [ ! -e "{gate}" ] && [ $n -lt 600 ]; do sleep 0.2; n=$((n+1)); done\n' \
+        if gate else ""
     body = "exit 1" if fail else f'while [ "$1" != "-o" ]; do shift; done\ncp "{lib}" "$2"'
-    fake.write_text(f'#!/bin/sh\necho run >> "{runs}"\nsleep {wait}\n{body}\n')
+    fake.write_text(f'#!/bin/sh\necho run >> "{runs}"\n{wait}{body}\n')
     fake.chmod(0o700)
     return fake
 
@@ -351,8 +354,8 @@ def _wait_for(path, seconds=120):
 
 
 def test_a_capture_without_a_reader_builds_one_for_later_runs(tmp_path, shim_cache):
-    runs = tmp_path / "runs"
-    env = _auto_env(tmp_path / "cache", _fake_compiler(tmp_path, shim_cache, runs, wait=4))
+    runs, gate = tmp_path / "runs", tmp_path / "gate"
+    env = _auto_env(tmp_path / "cache", _fake_compiler(tmp_path, shim_cache, runs, gate))
     folder = tmp_path / "cache" / "torch-shim"
     lib = _torch_shim.library_path(folder)
     # What a build killed an hour ago left behind goes; a build's file of now stays.
@@ -370,6 +373,7 @@ def test_a_capture_without_a_reader_builds_one_for_later_runs(tmp_path, shim_cac
     assert r.returncode == 1 and "a build is running in the background" in r.stderr, r.stderr
     # Captures meanwhile start no second build.
     assert _capture(tmp_path, env)[0] == "no reader"
+    gate.touch()
     _wait_for(lib)
     # Later captures read through it; one compiler run in all.
     said, err = _capture(tmp_path, env)
@@ -380,14 +384,18 @@ def test_a_capture_without_a_reader_builds_one_for_later_runs(tmp_path, shim_cac
 
 
 def test_concurrent_captures_start_one_build(tmp_path, shim_cache):
-    runs = tmp_path / "runs"
-    env = _auto_env(tmp_path / "cache", _fake_compiler(tmp_path, shim_cache, runs, wait=2))
+    runs, gate = tmp_path / "runs", tmp_path / "gate"
+    env = _auto_env(tmp_path / "cache", _fake_compiler(tmp_path, shim_cache, runs, gate))
     script = tmp_path / "capture.py"
     script.write_text(CAPTURE)
+    # The build runs until all four captures are done, so every one of them meets it.
     procs = [subprocess.Popen([sys.executable, str(script)], env=env, stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True) for _ in range(4)]
-    errs = [p.communicate(timeout=300)[1] for p in procs]
-    assert all(p.returncode == 0 for p in procs), errs
+    outs = [p.communicate(timeout=300) for p in procs]
+    assert all(p.returncode == 0 for p in procs), [e for _, e in outs]
+    assert [o.strip().splitlines()[-1] for o, _ in outs] == ["no reader"] * 4
+    errs = [e for _, e in outs]
+    gate.touch()
     _wait_for(_torch_shim.library_path(tmp_path / "cache" / "torch-shim"))
     assert sum("building the torch reader" in e for e in errs) == 1, errs
     assert runs.read_text().split() == ["run"]

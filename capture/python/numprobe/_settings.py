@@ -112,13 +112,21 @@ def extra_apis() -> bool:
     return raw(EXTRA_APIS) == "1"
 
 
+def _torch_shim_mode() -> str:
+    v = raw(TORCH_SHIM) or TORCH_SHIM.default  # set but empty: the default
+    if v not in ("auto", "1", "0"):
+        # Refused rather than read as `auto`: `off` must not start a compiler.
+        raise ValueError(f"{TORCH_SHIM.name}={v!r}: expected auto, 1 or 0")
+    return v
+
+
 def torch_shim() -> bool:
-    return raw(TORCH_SHIM) != "0"
+    return _torch_shim_mode() != "0"
 
 
 def torch_shim_autobuild() -> bool:
     """Whether a capture that finds no torch reader builds one in the background."""
-    return raw(TORCH_SHIM) not in ("0", "1")
+    return _torch_shim_mode() == "auto"
 
 
 def cache_dir() -> str:
