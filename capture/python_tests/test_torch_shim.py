@@ -527,3 +527,87 @@ def test_backward_hooks_registered_natively_see_what_torch_hooks_see(shim):
     u.sum().backward()
     del u
     assert ref() is None
+
+
+def test_large_tensors_are_read_on_the_threads_torch_cut_them_for(shim):
+    # torch's elementwise operators cut a tensor of GRAIN (32768) elements or more into one
+    # chunk per thread; the reader's parallel_for gives the statistics the same chunks on the
+    # same threads (torch's own OpenMP pool: no thread of its own is started).
+    openmp = "parallel backend: OpenMP" in torch.__config__.parallel_info()
+    if sys.platform == "linux" and openmp:
+        # pip's torch loads its libgomp.so.1: the reader must be built to share its pool.
+        assert _torch_shim._openmp_flags() == ("-fopenmp",)
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(2)
+        torch.ones(100_000).mul_(2)  # torch's pool is up
+        before = set(os.listdir("/proc/self/task"))
+        got = shim.chunks_on_threads(100_000, 32768)
+        assert [(b, e) for b, e, _ in got] == [(0, 50_000), (50_000, 100_000)]
+        assert [here for _, _, here in got] == ([True, False] if _torch_shim._openmp_flags()
+                                                else [True, True])
+        assert set(os.listdir("/proc/self/task")) == before
+        # Under the grain torch runs on the calling thread, and so do the statistics.
+        assert shim.chunks_on_threads(32768, 32768) == [(0, 32768, True)]
+        torch.set_num_threads(3)
+        got = shim.chunks_on_threads(100_000, 32768)
+        assert [(b, e) for b, e, _ in got] == [(0, 33_334), (33_334, 66_668), (66_668, 100_000)]
+        torch.set_num_threads(1)
+        assert shim.chunks_on_threads(100_000, 32768) == [(0, 100_000, True)]
+    finally:
+        torch.set_num_threads(threads)
+
+
+LARGE = r"""
+import json, os, sys
+import torch
+import numprobe.pytorch._torch_shim as shim_mod
+from numprobe.pytorch import PrecisionDebugger
+assert (shim_mod.load() is not None) == (sys.argv[1] == "on")
+dump, summary = sys.argv[2], sys.argv[3]
+torch.set_num_threads(int(sys.argv[4]))
+torch.manual_seed(0)
+cfg = dump + ".config.json"
+with open(cfg, "w") as f:
+    json.dump({"task": "statistics", "dump_path": dump, "level": "L1", "rank": [], "step": [],
+               "statistics": {"summary_mode": summary}}, f)
+model = torch.nn.Sequential(torch.nn.Linear(256, 512), torch.nn.GELU(), torch.nn.Linear(512, 256))
+opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+dbg = PrecisionDebugger(config_path=cfg)
+x = torch.randn(96, 256)
+for step in range(2):
+    dbg.start()
+    y = model(x)
+    # Lengths that cut into whole groups and not (40_000 / 2 is no multiple of 32).
+    z = torch.nn.functional.silu(torch.randn(40_000)) * 3 + torch.randn(200, 320).sum()
+    (y.square().mean() + z.mean()).backward()
+    opt.step()
+    opt.zero_grad()
+    dbg.stop()
+    dbg.step()
+"""
+
+
+@pytest.mark.parametrize("summary", ["statistics", "md5"])
+def test_large_tensors_read_on_torch_threads_give_the_same_records(tmp_path, shim_cache,
+                                                                   summary):
+    # Weights, activations and AdamW's in-place updates of 65536 to 131072 elements at one,
+    # two and three torch threads: with the reader each thread chunk is read on its torch
+    # thread, without it all on the calling thread; the dumps are the same bytes.
+    script = tmp_path / "large.py"
+    script.write_text(LARGE)
+    for threads in (1, 2, 3):
+        got = {}
+        for on in (True, False):
+            dump = tmp_path / f"{summary}_{threads}_{on}"
+            r = subprocess.run([sys.executable, str(script), "on" if on else "off", str(dump),
+                                summary, str(threads)], capture_output=True, text=True,
+                               timeout=600, env=_env(shim_cache, on=on))
+            assert r.returncode == 0, r.stderr[-3000:]
+            got[on] = dump_files(str(dump))
+        assert got[True] and set(got[True]) == set(got[False])
+        for k in got[True]:
+            assert got[True][k] == got[False][k], (threads, k)
+        data = json.loads(got[True][("step1", "dump.json")])["data"]
+        update = data["Tensor.addcdiv_.0.forward"]["input_args"][0]
+        assert update["shape"] == [512, 256] and update["Norm"] > 0

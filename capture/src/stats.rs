@@ -3,6 +3,7 @@
 use dumpfmt::dump::{Checksum, Md5Slot, Stat, TensorRecord};
 use dumpfmt::json::Value;
 use stats_gpu::summary::{self, Flavour, Options, SummaryMode};
+use stats_gpu::torch_order::TorchThreads;
 use stats_gpu::{Backend, DType, Engine, Exactness, TensorView};
 
 use crate::error::{Error, Result};
@@ -67,6 +68,9 @@ pub struct TensorInfo<'a> {
     /// non-contiguous tensors, whose reduction order follows their strides); they replace
     /// the computed ones where msprobe takes them from torch.
     pub torch_mean_norm: Option<(f64, f64)>,
+    /// torch's intra-op threads, on which a large float32 tensor's thread chunks are read
+    /// where torch wrote them ([`Engine::with_torch_threads`]); `None`: on this thread.
+    pub on_torch_threads: Option<&'a dyn TorchThreads>,
 }
 
 /// The record of `info` without statistics: type, dtype, shape, requires_grad, data_name.
@@ -164,7 +168,11 @@ pub fn tensor_record_into(
             _ => Exactness::Rounded,
         };
         let opts = cpu(opts, exact);
-        let r = summary::compute(&view, &opts, &Engine::new())?;
+        let engine = match info.on_torch_threads {
+            Some(t) => Engine::new().with_torch_threads(t),
+            None => Engine::new(),
+        };
+        let r = summary::compute(&view, &opts, &engine)?;
         rec.max = r.max.map(stat);
         rec.min = r.min.map(stat);
         rec.mean = r.mean.map(stat);
@@ -304,6 +312,7 @@ mod tests {
             data_name: None,
             torch_threads: None,
             torch_mean_norm: None,
+            on_torch_threads: None,
         };
         let opts = Options {
             mode,
@@ -443,6 +452,7 @@ mod tests {
             data_name: None,
             torch_threads: None,
             torch_mean_norm: None,
+            on_torch_threads: None,
         };
         let opts = Options {
             flavour: Flavour::MindSpore,
@@ -513,6 +523,7 @@ mod tests {
                         data_name: [None, Some("x.npy"), Some(name.as_str())][named as usize],
                         torch_threads: Some(1),
                         torch_mean_norm: None,
+                        on_torch_threads: None,
                     };
                     let opts = Options {
                         mode: [SummaryMode::Statistics, SummaryMode::Md5, SummaryMode::Xor]

@@ -73,6 +73,7 @@ impl StatsJob {
             data_name: None,
             torch_threads,
             torch_mean_norm: None,
+            on_torch_threads: None,
         };
         tensor_record(&info, opts)
     }
@@ -399,6 +400,7 @@ mod tests {
                         data_name: None,
                         torch_threads: Some(threads),
                         torch_mean_norm: None,
+                        on_torch_threads: None,
                     };
                     tensor_record(&info, &opts()).unwrap()
                 };
@@ -414,6 +416,7 @@ mod tests {
                     data_name: None,
                     torch_threads: None,
                     torch_mean_norm: None,
+                    on_torch_threads: None,
                 };
                 let mut placeholder = pending_record(&info, &opts(), id).unwrap();
                 let mut state = crate::state::DumpState::new();

@@ -44,6 +44,7 @@ fn placeholder(dtype: &str, shape: &[u64], id: u64) -> Value {
         data_name: None,
         torch_threads: None,
         torch_mean_norm: None,
+        on_torch_threads: None,
     };
     let opts = Options {
         mode: SummaryMode::Statistics,

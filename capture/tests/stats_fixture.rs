@@ -56,6 +56,7 @@ fn statistics_of_fixture_tensors_match_msprobe() {
                 data_name: Some(name),
                 torch_threads: None,
                 torch_mean_norm: None,
+                on_torch_threads: None,
             };
             let got = tensor_record(&info, &Options::default()).unwrap();
             assert_close(&got, t.value, &t.json_path);

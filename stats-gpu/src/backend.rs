@@ -1,5 +1,5 @@
 //! Where a computation runs: the one [`Backend`] switch and the [`Engine`] that owns the GPU
-//! context.
+//! context (and, for a capture inside torch, holds torch's threads).
 //!
 //! Nothing here is process-wide: a caller makes an [`Engine`] (which opens the GPU on first
 //! use, with the adapter the caller chose in [`GpuOptions`]), or hands
@@ -14,6 +14,7 @@ use ndarray::{ArrayBase, Data, Dimension};
 #[cfg(feature = "gpu")]
 use crate::gpu::{Gpu, GpuError, GpuOptions};
 use crate::summary::{self, Options, Record, StatsError};
+use crate::torch_order::TorchThreads;
 use crate::{Element, TensorView};
 
 /// Where a reduction runs.
@@ -53,6 +54,8 @@ pub struct Engine<'g> {
     given: Option<&'g Gpu>,
     #[cfg(not(feature = "gpu"))]
     _gpu: std::marker::PhantomData<&'g ()>,
+    /// torch's intra-op threads, which read the thread chunks of torch-order passes.
+    torch_threads: Option<&'g dyn TorchThreads>,
 }
 
 impl Default for Engine<'static> {
@@ -71,6 +74,7 @@ impl std::fmt::Debug for Engine<'_> {
                 .field("gpu_options", &self.gpu_options)
                 .field("gpu", &self.opened.get()),
         };
+        d.field("torch_threads", &self.torch_threads.is_some());
         d.finish()
     }
 }
@@ -88,6 +92,7 @@ impl Engine<'static> {
             given: None,
             #[cfg(not(feature = "gpu"))]
             _gpu: std::marker::PhantomData,
+            torch_threads: None,
         }
     }
 
@@ -98,6 +103,7 @@ impl Engine<'static> {
             gpu_options: opts,
             opened: OnceLock::new(),
             given: None,
+            torch_threads: None,
         }
     }
 
@@ -108,6 +114,7 @@ impl Engine<'static> {
             gpu_options: GpuOptions::default(),
             opened: OnceLock::from(Ok(gpu)),
             given: None,
+            torch_threads: None,
         }
     }
 }
@@ -120,7 +127,20 @@ impl<'g> Engine<'g> {
             gpu_options: GpuOptions::default(),
             opened: OnceLock::new(),
             given: Some(gpu),
+            torch_threads: None,
         }
+    }
+
+    /// This engine reading the thread chunks of torch-order passes on `threads`
+    /// ([`fused_threads_on`](crate::torch_order::fused_threads_on): each chunk on the torch thread that wrote it).
+    pub fn with_torch_threads(mut self, threads: &'g dyn TorchThreads) -> Engine<'g> {
+        self.torch_threads = Some(threads);
+        self
+    }
+
+    /// The torch threads given by [`Engine::with_torch_threads`].
+    pub fn torch_threads(&self) -> Option<&'g dyn TorchThreads> {
+        self.torch_threads
     }
 
     /// The GPU, opened now if it was not yet.

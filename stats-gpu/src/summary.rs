@@ -12,6 +12,7 @@
 
 use crate::backend::{Backend, Engine};
 use crate::partials::Partials;
+use crate::torch_order::TorchThreads;
 use crate::{DType, TensorView, ViewError, checksum, fast, ms_order, torch_order};
 use pyrepr::NonFinite;
 
@@ -93,8 +94,10 @@ pub enum Exactness {
     /// random tensors of 8 to 3000 elements (one float32 ulp off otherwise; tensors under 8
     /// elements take another torch kernel).
     ///
-    /// The pass runs on one thread (the norm is a single chain of additions in torch's order),
-    /// at about one core's memory bandwidth, where [`Exactness::Rounded`] uses every core.
+    /// The pass is one chain of additions in torch's order (the norm), so it runs at about one
+    /// core's memory bandwidth, where [`Exactness::Rounded`] uses every core. An [`Engine`]
+    /// given torch's threads ([`Engine::with_torch_threads`]) reads each thread chunk of a
+    /// large tensor on the torch thread that wrote it, one chunk after the other (same bits).
     /// [`Backend::Auto`] keeps these tensors on the CPU; [`Backend::Gpu`] reduces them on the
     /// GPU, with [`Exactness::Rounded`] values.
     TorchCpu {
@@ -408,7 +411,7 @@ pub fn compute(view: &TensorView, opts: &Options, engine: &Engine) -> Result<Rec
     let gpu = engine.stats_gpu(view, backend)?;
     let torch_threads = torch_threads.filter(|_| gpu.is_none());
     if let Some(threads) = torch_threads
-        && let Some(r) = torch_order_record(view, opts, threads)
+        && let Some(r) = torch_order_record(view, opts, threads, engine.torch_threads())
     {
         return Ok(r);
     }
@@ -488,15 +491,16 @@ fn mindspore_cpu_mean_norm(r: &mut Record, view: &TensorView, shape: &[usize]) {
 /// in md5 mode, hashed block by block behind the statistics); `None` for an empty tensor,
 /// bytes not aligned for f32, or a NaN, infinity or overflowing float32 sum, which take the
 /// general path.
-fn torch_order_record(view: &TensorView, opts: &Options, threads: usize) -> Option<Record> {
+fn torch_order_record(
+    view: &TensorView,
+    opts: &Options,
+    threads: usize,
+    on: Option<&dyn TorchThreads>,
+) -> Option<Record> {
     let xs = torch_order::as_f32(view.bytes()).filter(|xs| !xs.is_empty())?;
     // torch sums in per-thread chunks from GRAIN elements on; the norm stays one chain.
-    let (f, crc) = if opts.mode == SummaryMode::Md5 {
-        let (f, crc) = torch_order::fused_crc32_threads(xs, threads);
-        (f, Some(crc))
-    } else {
-        (torch_order::fused_threads(xs, threads), None)
-    };
+    let mut crc = (opts.mode == SummaryMode::Md5).then(crc32fast::Hasher::new);
+    let f = torch_order::fused_threads_on(xs, threads, crc.as_mut(), on);
     if !(f.sum.is_finite() && f.norm.is_finite()) {
         return None;
     }
@@ -505,7 +509,7 @@ fn torch_order_record(view: &TensorView, opts: &Options, threads: usize) -> Opti
         min: Some(Stat::Float(f.min as f64)),
         mean: Some(Stat::Float((f.sum / xs.len() as f32) as f64)),
         norm: Some(Stat::Float(f.norm as f64)),
-        md5: crc.map(Checksum::Crc32),
+        md5: crc.map(|c| Checksum::Crc32(c.finalize())),
     })
 }
 

@@ -29,6 +29,7 @@
 mod fused;
 pub use fused::{
     Fused, fused, fused_crc32, fused_crc32_threads, fused_portable, fused_sum, fused_threads,
+    fused_threads_on,
 };
 
 /// Lanes of ATen's `Vectorized<float>` in the kernels measured.
@@ -144,6 +145,17 @@ pub(crate) fn thread_chunk(n: usize, threads: usize) -> Option<usize> {
         return None;
     }
     Some(n.div_ceil(threads.min(n.div_ceil(GRAIN))))
+}
+
+/// A caller's way onto torch's own intra-op threads (ATen's `at::parallel_for`), so that
+/// [`fused_threads_on`] reads each thread chunk of a tensor on the thread that wrote it.
+pub trait TorchThreads: Sync {
+    /// Calls `work(begin, end)` for each chunk of `0..n` as torch cuts it with `grain` (the
+    /// chunks of [`torch_sum`] and of torch's elementwise operators), each on the thread
+    /// torch gives that chunk, and returns when every call has returned. A pool that cannot
+    /// may call `work` for any chunks, or none, on any thread: the caller reads what was not
+    /// given to it itself.
+    fn parallel_for(&self, n: usize, grain: usize, work: &(dyn Fn(usize, usize) + Sync));
 }
 
 /// `torch.sum` of contiguous float32 `xs` with `threads` torch threads.

@@ -153,3 +153,82 @@ fn thread_chunks_are_summed_in_order() {
         }
     }
 }
+
+/// Test pools standing in for torch's `at::parallel_for`.
+enum Pool {
+    /// torch's split for this many threads, each chunk on a thread of its own, all at once.
+    Spawned(usize),
+    /// torch's split, each chunk called twice (the pass must read a chunk once).
+    Twice(usize),
+    /// torch's split, chunks called on the calling thread last to first.
+    Reversed(usize),
+    /// Calls nothing.
+    Idle,
+}
+
+/// `at::parallel_for(0, n, grain)`'s chunks with `threads` threads (OpenMP's static split).
+fn torch_split(n: usize, grain: usize, threads: usize) -> Vec<(usize, usize)> {
+    if n < grain || threads <= 1 {
+        return vec![(0, n)];
+    }
+    let chunk = n.div_ceil(threads.min(n.div_ceil(grain)));
+    (0..n)
+        .step_by(chunk)
+        .map(|b| (b, (b + chunk).min(n)))
+        .collect()
+}
+
+impl torch_order::TorchThreads for Pool {
+    fn parallel_for(&self, n: usize, grain: usize, work: &(dyn Fn(usize, usize) + Sync)) {
+        match *self {
+            Pool::Spawned(t) => std::thread::scope(|s| {
+                for (b, e) in torch_split(n, grain, t) {
+                    s.spawn(move || work(b, e));
+                }
+            }),
+            Pool::Twice(t) => {
+                for (b, e) in torch_split(n, grain, t) {
+                    work(b, e);
+                    work(b, e);
+                }
+            }
+            Pool::Reversed(t) => {
+                for (b, e) in torch_split(n, grain, t).into_iter().rev() {
+                    work(b, e);
+                }
+            }
+            Pool::Idle => {}
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(32))]
+
+    /// Chunks read on torch's threads give the one-thread pass's bits, whatever the pool does:
+    /// its own thread per chunk, the same chunk twice, another thread count (chunks that are
+    /// not the pass's, which it then reads itself), or nothing.
+    #[test]
+    fn chunks_read_on_torch_threads_equal_the_calling_threads_pass(
+        (xs, threads) in chunked_values(),
+        other in 1usize..=5,
+        kind in 0usize..4,
+    ) {
+        let pool = match kind {
+            0 => Pool::Spawned(if other % 2 == 0 { threads } else { other }),
+            1 => Pool::Twice(threads),
+            2 => Pool::Reversed(other),
+            _ => Pool::Idle,
+        };
+        let n = xs.len();
+        let want = torch_order::fused_threads(&xs, threads);
+        let got = torch_order::fused_threads_on(&xs, threads, None, Some(&pool));
+        for (a, b, what) in [(got.sum, want.sum, "sum"), (got.norm, want.norm, "norm"), (got.max, want.max, "max"), (got.min, want.min, "min")] {
+            prop_assert!(same(a, b), "{what} {a} vs {b} (n = {n}, threads = {threads}, pool {kind}/{other})");
+        }
+        let mut crc = crc32fast::Hasher::new();
+        let hashed = torch_order::fused_threads_on(&xs, threads, Some(&mut crc), Some(&pool));
+        prop_assert_eq!(crc.finalize(), crc32fast::hash(bytemuck::cast_slice(&xs)));
+        prop_assert!(same(hashed.sum, want.sum) && same(hashed.norm, want.norm));
+    }
+}

@@ -291,6 +291,7 @@ impl Session {
             data_name,
             torch_threads: None,
             torch_mean_norm: None,
+            on_torch_threads: None,
         };
         let id = self.next_pending;
         let opts = self.opts;
@@ -615,6 +616,7 @@ impl Session {
             data_name,
             torch_threads: self.torch_threads,
             torch_mean_norm: mean_norm,
+            on_torch_threads: None,
         };
         let value = record_in_place(py, &info, &self.opts, nbytes)?.to_value();
         Ok(TensorRec::new(value, None))

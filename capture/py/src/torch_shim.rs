@@ -9,15 +9,19 @@
 //! that torch; [`TorchShim::load`] refuses one that names another torch, was built for another
 //! layout of [`Meta`], or lacks a symbol, and the walk then reads tensors as it does without.
 
-use std::ffi::{CStr, c_char, c_int};
+use std::any::Any;
+use std::ffi::{CStr, c_char, c_int, c_void};
+use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
 use std::path::PathBuf;
+use std::sync::Mutex;
 
 use pyo3::exceptions::PyOSError;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyType};
+use stats_gpu::torch_order::TorchThreads;
 
 /// The layout of [`Meta`] this module reads (`NUMPROBE_SHIM_ABI` in the C++ file).
-const ABI: u32 = 2;
+const ABI: u32 = 3;
 
 /// `numprobe_tensor_meta`: what the walk needs of one tensor.
 #[repr(C)]
@@ -105,6 +109,8 @@ type MetaOf = unsafe extern "C" fn(*mut pyo3::ffi::PyObject, *mut Meta) -> c_int
 type GradEnabled = unsafe extern "C" fn() -> c_int;
 type AddPostHook =
     unsafe extern "C" fn(*mut pyo3::ffi::PyObject, *mut pyo3::ffi::PyObject) -> c_int;
+type ChunkFn = unsafe extern "C" fn(*mut c_void, i64, i64);
+type ParallelFor = unsafe extern "C" fn(i64, i64, ChunkFn, *mut c_void) -> c_int;
 
 /// A loaded library; never unloaded (its functions are called for the life of the process).
 #[pyclass(frozen, module = "numprobe._native")]
@@ -112,6 +118,7 @@ pub(crate) struct TorchShim {
     meta_of: MetaOf,
     grad_enabled: GradEnabled,
     add_post_hook: AddPostHook,
+    parallel_for: ParallelFor,
     path: PathBuf,
     /// `torch._C.TensorBase`: every Python tensor object is an instance (a THPVariable).
     tensor_base: Py<PyType>,
@@ -173,12 +180,16 @@ impl TorchShim {
             let add_post_hook: AddPostHook = *lib
                 .get::<AddPostHook>(b"numprobe_add_post_hook\0")
                 .map_err(|e| fail(e.to_string()))?;
+            let parallel_for: ParallelFor = *lib
+                .get::<ParallelFor>(b"numprobe_parallel_for\0")
+                .map_err(|e| fail(e.to_string()))?;
             // The functions outlive any handle: the library stays loaded for the process.
             std::mem::forget(lib);
             Ok(TorchShim {
                 meta_of,
                 grad_enabled,
                 add_post_hook,
+                parallel_for,
                 path,
                 tensor_base,
             })
@@ -245,6 +256,30 @@ impl TorchShim {
         self.grad_enabled()
     }
 
+    /// The chunks `at::parallel_for(0, n, grain)` gives through the library, in order, each
+    /// with whether it ran on the calling thread: for tests of where the statistics read a
+    /// large tensor. The GIL is released meanwhile.
+    fn chunks_on_threads(
+        &self,
+        py: Python<'_>,
+        n: usize,
+        grain: usize,
+    ) -> Vec<(usize, usize, bool)> {
+        let caller = std::thread::current().id();
+        let seen = Mutex::new(Vec::new());
+        py.detach(|| {
+            self.parallel_for(n, grain, &|b, e| {
+                let here = std::thread::current().id() == caller;
+                seen.lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .push((b, e, here));
+            })
+        });
+        let mut seen = seen.into_inner().unwrap_or_else(|e| e.into_inner());
+        seen.sort_unstable();
+        seen
+    }
+
     fn __repr__(&self) -> String {
         format!("TorchShim({:?})", self.path.display().to_string())
     }
@@ -293,5 +328,57 @@ impl TorchShim {
     pub(crate) fn grad_enabled(&self) -> bool {
         // SAFETY: a thread-local read in libc10, no arguments.
         unsafe { (self.grad_enabled)() != 0 }
+    }
+}
+
+/// What one `numprobe_parallel_for` call hands each chunk: the work, and the first panic of
+/// a chunk (raised again on the calling thread; a panic must not unwind into C++).
+struct Chunks<'a> {
+    work: &'a (dyn Fn(usize, usize) + Sync),
+    panic: Mutex<Option<Box<dyn Any + Send>>>,
+}
+
+unsafe extern "C" fn run_chunk(ctx: *mut c_void, begin: i64, end: i64) {
+    // SAFETY: `ctx` is the `Chunks` that `parallel_for` below passed, alive until the
+    // library's call returns, which is after every chunk's.
+    let chunks = unsafe { &*(ctx as *const Chunks<'_>) };
+    let (Ok(b), Ok(e)) = (usize::try_from(begin), usize::try_from(end)) else {
+        return;
+    };
+    if let Err(p) = catch_unwind(AssertUnwindSafe(|| (chunks.work)(b, e))) {
+        chunks
+            .panic
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get_or_insert(p);
+    }
+}
+
+impl TorchThreads for TorchShim {
+    /// `at::parallel_for(0, n, grain, work)` through the library: each chunk on the torch
+    /// thread that runs it in torch's own operators.
+    fn parallel_for(&self, n: usize, grain: usize, work: &(dyn Fn(usize, usize) + Sync)) {
+        let (Ok(n), Ok(grain)) = (i64::try_from(n), i64::try_from(grain)) else {
+            return;
+        };
+        let chunks = Chunks {
+            work,
+            panic: Mutex::new(None),
+        };
+        // SAFETY: `run_chunk` matches the library's callback type and reads `chunks` only
+        // while the call runs; the library catches torch's exceptions. torch's threads run
+        // no Python code here, so the GIL (held or not by the caller) is not needed.
+        // A refusal (-1) leaves chunks uncalled, which the caller reads itself.
+        let _ = unsafe {
+            (self.parallel_for)(
+                n,
+                grain,
+                run_chunk,
+                &chunks as *const Chunks<'_> as *mut c_void,
+            )
+        };
+        if let Some(p) = chunks.panic.into_inner().unwrap_or_else(|e| e.into_inner()) {
+            resume_unwind(p);
+        }
     }
 }

@@ -40,6 +40,7 @@ use crate::dlpack::{self, Placement};
 use crate::stage_timers::{Lap, Stage};
 use crate::torch_shim::TorchShim;
 use crate::{TensorRec, borrow, record_in_place_into, sample_hash, to_value};
+use stats_gpu::torch_order::TorchThreads;
 
 /// `torch._C.DisableTorchFunction` entered for a scope, left at its end.
 pub(crate) struct NoTorchFunction<'py>(Bound<'py, PyAny>);
@@ -642,6 +643,13 @@ impl<'py> Walk<'py> {
             data_name: None,
             torch_threads: self.torch_threads,
             torch_mean_norm: None,
+            // With the torch reader, each thread chunk of a large float32 tensor is read on
+            // the torch thread that wrote it (the chunks of torch's elementwise operators).
+            on_torch_threads: self
+                .walker
+                .shim
+                .as_ref()
+                .map(|s| s.get() as &dyn TorchThreads),
         };
         // No Python code runs while it is borrowed (the pass may release the GIL, but runs
         // no Python on this thread), so no walk on this thread can ask for it meanwhile.

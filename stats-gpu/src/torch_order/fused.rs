@@ -10,10 +10,12 @@
 //! block right after the statistics did, while it is still in L1/L2, instead of reading the
 //! tensor a second time from memory; and it can restart the sum's cascade at a group boundary
 //! while the norm and the extremes run on, so a multi-thread sum's chunks ride on the same
-//! read ([`fused_threads`]).
+//! read ([`fused_threads`]), and each chunk can be read on the torch thread that wrote it
+//! ([`fused_threads_on`]).
 
 use super::{
-    ILP, LEVELS, VEC, add_acc, cascade_level, cascade_sum, row_sum, thread_chunk, torch_sum,
+    GRAIN, ILP, LEVELS, TorchThreads, VEC, add_acc, cascade_level, cascade_sum, row_sum,
+    thread_chunk, torch_sum,
 };
 
 /// Floats per group: the [`ILP`] vectors one cascade step adds.
@@ -345,21 +347,41 @@ pub fn fused(xs: &[f32]) -> Fused {
 /// same read as the norm's chain, whose latency bounds the pass, instead of a second pass
 /// over the tensor (40% more time, benches/RESULTS.md); other lengths take that second pass.
 pub fn fused_threads(xs: &[f32], threads: usize) -> Fused {
-    fused_threads_with(xs, threads, None)
+    fused_threads_with(xs, threads, None, None)
 }
 
 /// [`fused_threads`] and the CRC-32 of the same bytes, hashed block by block behind the
 /// statistics as in [`fused_crc32`].
 pub fn fused_crc32_threads(xs: &[f32], threads: usize) -> (Fused, u32) {
     let mut crc = crc32fast::Hasher::new();
-    let f = fused_threads_with(xs, threads, Some(&mut crc));
+    let f = fused_threads_with(xs, threads, Some(&mut crc), None);
     (f, crc.finalize())
+}
+
+/// [`fused_threads`] (and with `crc` the CRC-32 of the same bytes, as [`fused_crc32_threads`])
+/// read where torch wrote the tensor: with `on`, each thread chunk on the thread `on` gives
+/// it (torch's own `parallel_for`), the first on the calling thread, one after the other
+/// (the norm's chain runs through them in order); without, all on the calling thread.
+///
+/// The result is the same bits wherever a chunk runs. What changes is the cache: torch's
+/// elementwise operators cut a tensor into the same chunks, so each chunk is in the cache of
+/// the core that wrote it; read from the calling thread, another core's chunk crosses over
+/// and the next in-place write to it must take it back (an optimizer step then ran its
+/// second thread's half two to three times slower, benches/RESULTS.md).
+pub fn fused_threads_on(
+    xs: &[f32],
+    threads: usize,
+    crc: Option<&mut crc32fast::Hasher>,
+    on: Option<&dyn TorchThreads>,
+) -> Fused {
+    fused_threads_with(xs, threads, crc, on)
 }
 
 fn fused_threads_with(
     xs: &[f32],
     threads: usize,
     mut crc: Option<&mut crc32fast::Hasher>,
+    on: Option<&dyn TorchThreads>,
 ) -> Fused {
     let n = xs.len();
     let chunk = thread_chunk(n, threads);
@@ -378,30 +400,57 @@ fn fused_threads_with(
     let mut slots = vec![0f32; threads];
     let parts = n.div_ceil(chunk);
     let mut carried: Option<State> = None;
-    for (i, part) in xs.chunks(chunk).enumerate() {
-        // A fresh cascade per chunk; the norm's chain and the extremes go on from the last
-        // chunk, whose whole groups ended where this one's begin.
-        let mut st = State::new(part.len() / GROUP);
-        if let Some(prev) = carried.take() {
-            st.sq = prev.sq;
-            st.mx = prev.mx;
-            st.mn = prev.mn;
+    let mut last: Option<Fused> = None;
+    for (i, slot) in slots.iter_mut().enumerate().take(parts) {
+        let (lo, hi) = (i * chunk, ((i + 1) * chunk).min(n));
+        let mut step = || {
+            let part = &xs[lo..hi];
+            // A fresh cascade per chunk; the norm's chain and the extremes go on from the
+            // last chunk, whose whole groups ended where this one's begin.
+            let mut st = State::new(part.len() / GROUP);
+            if let Some(prev) = carried.take() {
+                st.sq = prev.sq;
+                st.mx = prev.mx;
+                st.mn = prev.mn;
+            }
+            advance_hashing(&mut st, part, crc.as_deref_mut());
+            if i + 1 == parts {
+                // The tensor's leftover vectors and scalars are this chunk's: `finish` adds
+                // them to the norm and extremes where a single pass would.
+                hash_tail(part, crc.as_deref_mut());
+                let f = finish(st, part);
+                *slot += f.sum;
+                last = Some(f);
+            } else {
+                // Whole groups only: the chunk's sum needs no leftovers.
+                *slot += finish(st.clone(), part).sum;
+                carried = Some(st);
+            }
+        };
+        match on {
+            // Chunk 0 is the calling thread's in torch's split.
+            Some(on) if i > 0 => {
+                let pending = std::sync::Mutex::new(Some(step));
+                let take = || pending.lock().unwrap_or_else(|e| e.into_inner()).take();
+                on.parallel_for(n, GRAIN, &|b, e| {
+                    if (b, e) == (lo, hi)
+                        && let Some(mut step) = take()
+                    {
+                        step();
+                    }
+                });
+                // A pool that cut the range otherwise (another thread count) ran no chunk
+                // of ours: this thread reads it.
+                if let Some(mut step) = take() {
+                    step();
+                }
+            }
+            _ => step(),
         }
-        advance_hashing(&mut st, part, crc.as_deref_mut());
-        if i + 1 == parts {
-            // The tensor's leftover vectors and scalars are this chunk's: `finish` adds them
-            // to the norm and extremes where a single pass would.
-            hash_tail(part, crc);
-            let mut f = finish(st, part);
-            slots[i] += f.sum;
-            f.sum = cascade_sum(&slots);
-            return f;
-        }
-        // Whole groups only: the chunk's sum needs no leftovers.
-        slots[i] += finish(st.clone(), part).sum;
-        carried = Some(st);
     }
-    unreachable!("xs.chunks(chunk) yields {parts} chunks")
+    let mut f = last.expect("the last chunk ran");
+    f.sum = cascade_sum(&slots);
+    f
 }
 
 /// Adds every whole group of `xs` to `st`; with `crc`, block by block, each hashed right

@@ -22,6 +22,7 @@ for a compiler; captures started after it is done use it. One build at a time pe
 failed build leaves its log (``failed-KEY.log``) and is not tried again by captures, only by
 the command.
 """
+import functools
 import hashlib
 import os
 import shutil
@@ -33,7 +34,7 @@ import tempfile
 import time
 import warnings
 from pathlib import Path
-from typing import List, Optional
+from typing import List, Optional, Tuple
 
 import torch
 
@@ -45,13 +46,15 @@ _LOADED: List[object] = []  # [shim or None] once looked up
 
 
 def identity() -> str:
-    """The torch build, Python and library source a library is made for: its file name is
+    """The torch build (with whether the library opens OpenMP regions on its threads), Python
+    and library source a library is made for: its file name is
     derived from it and the library carries it, so a library is only ever loaded by the torch
     (and the numprobe) it was compiled for."""
     src = hashlib.sha256(SOURCE.read_bytes()).hexdigest()[:16]
     abi = int(bool(getattr(torch._C, "_GLIBCXX_USE_CXX11_ABI", True)))
     git = getattr(torch.version, "git_version", None) or "unknown"
-    return (f"torch {torch.__version__} git {git} cxx11abi {abi} "
+    omp = int(bool(_openmp_flags()))
+    return (f"torch {torch.__version__} git {git} cxx11abi {abi} openmp {omp} "
             f"python {sys.implementation.cache_tag} source {src}")
 
 
@@ -112,6 +115,27 @@ def _private_folder(folder: Path) -> None:
     _check_private(folder, want_dir=True)
 
 
+@functools.lru_cache(maxsize=None)
+def _openmp_flags() -> Tuple[str, ...]:
+    """``-fopenmp`` when torch runs its intra-op threads on GNU OpenMP through a
+    ``libgomp.so.1`` it has loaded: ATen's ``parallel_for``, inlined into the library, then
+    opens its regions on torch's own thread pool (the loader binds the library's
+    ``libgomp.so.1`` to the one already loaded), so the statistics read each chunk of a
+    large tensor on the thread that wrote it. With another runtime (Intel's, a renamed copy,
+    torch's native pool) a second pool would start: the library is built without, and its
+    ``parallel_for`` runs every chunk on the calling thread."""
+    if "parallel backend: OpenMP" not in torch.__config__.parallel_info():
+        return ()
+    try:
+        with open("/proc/self/maps") as f:
+            maps = f.read()
+    except OSError:
+        return ()
+    names = {os.path.basename(line.split()[-1]) for line in maps.splitlines()
+             if "libgomp" in line and "/" in line}
+    return ("-fopenmp",) if names and all(n.startswith("libgomp.so.1") for n in names) else ()
+
+
 def compile_command(out: Path, cxx: Optional[str] = None) -> List[str]:
     """The compiler's command line for a library at `out` against the running torch and
     Python (the flags torch's own C++ extensions use: C++20, position independent, torch's
@@ -123,6 +147,7 @@ def compile_command(out: Path, cxx: Optional[str] = None) -> List[str]:
     lib = os.path.join(os.path.dirname(torch.__file__), "lib")
     cmd = [cxx, "-std=c++20", "-O2", "-fPIC", "-shared", "-fvisibility=hidden",
            f"-D_GLIBCXX_USE_CXX11_ABI={abi}", f"-DNUMPROBE_BUILT_FOR=\"{identity()}\""]
+    cmd += list(_openmp_flags())
     for inc in ext.include_paths():
         cmd += ["-isystem", inc]
     cmd += ["-isystem", sysconfig.get_paths()["include"]]

@@ -16,6 +16,7 @@
 #include <torch/csrc/autograd/function_hook.h>
 #include <torch/csrc/autograd/python_variable.h>
 
+#include <ATen/Parallel.h>
 #include <ATen/core/grad_mode.h>
 
 #include <cstdint>
@@ -27,7 +28,7 @@
 
 // The layout of numprobe_tensor_meta and the functions' signatures; the Rust side refuses a
 // library of another.
-#define NUMPROBE_SHIM_ABI 2
+#define NUMPROBE_SHIM_ABI 3
 
 namespace {
 
@@ -202,6 +203,24 @@ __attribute__((visibility("default"))) int numprobe_add_post_hook(
       return 1;
     }
     fn->add_post_hook(std::make_unique<PythonPostHook>(hook));
+    return 0;
+  } catch (...) {
+    return -1;
+  }
+}
+
+// Calls `fn(ctx, begin, end)` for each chunk of [0, n) as at::parallel_for cuts it with
+// `grain`, on the thread torch runs that chunk on, and returns when all have returned: the
+// statistics read each chunk of a large tensor on the core whose cache torch's elementwise
+// operators (cut the same way) left it in. `fn` never throws. Returns 0, or -1 when torch
+// threw (some chunks may not have been called: the caller reads those itself).
+__attribute__((visibility("default"))) int numprobe_parallel_for(
+    int64_t n,
+    int64_t grain,
+    void (*fn)(void*, int64_t, int64_t),
+    void* ctx) noexcept {
+  try {
+    at::parallel_for(0, n, grain, [&](int64_t begin, int64_t end) { fn(ctx, begin, end); });
     return 0;
   } catch (...) {
     return -1;
