@@ -347,14 +347,14 @@ pub fn fused(xs: &[f32]) -> Fused {
 /// same read as the norm's chain, whose latency bounds the pass, instead of a second pass
 /// over the tensor (40% more time, benches/RESULTS.md); other lengths take that second pass.
 pub fn fused_threads(xs: &[f32], threads: usize) -> Fused {
-    fused_threads_with(xs, threads, None, None)
+    fused_threads_on(xs, threads, None, None)
 }
 
 /// [`fused_threads`] and the CRC-32 of the same bytes, hashed block by block behind the
 /// statistics as in [`fused_crc32`].
 pub fn fused_crc32_threads(xs: &[f32], threads: usize) -> (Fused, u32) {
     let mut crc = crc32fast::Hasher::new();
-    let f = fused_threads_with(xs, threads, Some(&mut crc), None);
+    let f = fused_threads_on(xs, threads, Some(&mut crc), None);
     (f, crc.finalize())
 }
 
@@ -368,16 +368,12 @@ pub fn fused_crc32_threads(xs: &[f32], threads: usize) -> (Fused, u32) {
 /// the core that wrote it; read from the calling thread, another core's chunk crosses over
 /// and the next in-place write to it must take it back (an optimizer step then ran its
 /// second thread's half two to three times slower, benches/RESULTS.md).
+///
+/// Each chunk after the first is one `parallel_for` call, in which only that chunk's thread
+/// works: the chain must see the chunks in order, and a pool that runs them otherwise than
+/// one per thread at once (torch's native pool may queue them) would hang a chunk that waited
+/// for its predecessor inside one call.
 pub fn fused_threads_on(
-    xs: &[f32],
-    threads: usize,
-    crc: Option<&mut crc32fast::Hasher>,
-    on: Option<&dyn TorchThreads>,
-) -> Fused {
-    fused_threads_with(xs, threads, crc, on)
-}
-
-fn fused_threads_with(
     xs: &[f32],
     threads: usize,
     mut crc: Option<&mut crc32fast::Hasher>,

@@ -121,9 +121,11 @@ def _openmp_flags() -> Tuple[str, ...]:
     ``libgomp.so.1`` it has loaded: ATen's ``parallel_for``, inlined into the library, then
     opens its regions on torch's own thread pool (the loader binds the library's
     ``libgomp.so.1`` to the one already loaded), so the statistics read each chunk of a
-    large tensor on the thread that wrote it. With another runtime (Intel's, a renamed copy,
-    torch's native pool) a second pool would start: the library is built without, and its
-    ``parallel_for`` runs every chunk on the calling thread."""
+    large tensor on the thread that wrote it. With another OpenMP runtime (Intel's, a
+    renamed copy) a second pool would start: the library is built without, and its
+    ``parallel_for`` runs every chunk on the calling thread. (Under torch's native pool
+    ``parallel_for`` is torch's own compiled function, on that pool with or without the
+    flag.)"""
     if "parallel backend: OpenMP" not in torch.__config__.parallel_info():
         return ()
     try:
