@@ -546,7 +546,8 @@ def test_large_tensors_are_read_on_the_threads_torch_cut_them_for(shim):
         assert [(b, e) for b, e, _ in got] == [(0, 50_000), (50_000, 100_000)]
         assert [here for _, _, here in got] == ([True, False] if _torch_shim._openmp_flags()
                                                 else [True, True])
-        assert set(os.listdir("/proc/self/task")) == before
+        # No thread of its own (another test's leftover thread may end meanwhile).
+        assert not set(os.listdir("/proc/self/task")) - before
         # Under the grain torch runs on the calling thread, and so do the statistics.
         assert shim.chunks_on_threads(32768, 32768) == [(0, 32768, True)]
         torch.set_num_threads(3)
