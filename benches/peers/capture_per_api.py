@@ -26,6 +26,9 @@ interleaved round by round; the load average is printed with each round.
 
 A workload NAME:HIDDEN:LAYERS:SEQ:BATCH builds the model at that shape (e.g. `llama:256:3:64:4`,
 a step of tens of milliseconds); `--threads 0` keeps torch's default thread count.
+`tinynet:D:LAYERS:SEQ:BATCH` is the attention model of the msprobe fixtures' scripts trained as
+they train it (SGD with momentum), the kind of model the issue's ≤ 1.3x goal names (d = 256,
+three blocks: `tinynet:256:3:64:8`, 240 entries in a step of about 70 ms).
 
 usage: python benches/peers/capture_per_api.py [--steps 12] [--rounds 3]
            [--workloads ops,llama] [--threads 1]
@@ -82,6 +85,8 @@ def build_step(workload, threads):
                         m.mul_(0.9)
                         p.addcdiv_(m, d, value=-1e-3)
         return step
+    if workload.startswith("tinynet:"):
+        return _tinynet_step(workload)
     sys.path.insert(0, HF)
     import hf_models
 
@@ -94,6 +99,36 @@ def build_step(workload, threads):
         model(**batch).loss.backward()
         opt.step()
         opt.zero_grad()
+    return step
+
+
+def _tinynet_step(workload):
+    """`tinynet:D:LAYERS:SEQ:BATCH`: the transformer of the msprobe fixtures' scripts
+    (testdata/fixtures/msprobe-26.2.0-cpu/scripts/models.py: a linear embedding, pre-norm
+    attention blocks with a GELU MLP, mean pooling, an MLP head; D / 64 heads) trained as
+    their pt_dump.py trains it (cross entropy, SGD with momentum): few entries a step, each on
+    large tensors."""
+    import torch
+    import torch.nn.functional as F
+
+    scripts = os.path.join(HERE, "..", "..", "testdata", "fixtures", "msprobe-26.2.0-cpu",
+                           "scripts")
+    sys.path.insert(0, scripts)
+    import models
+
+    d, layers, seq, batch = (int(x) for x in workload.split(":")[1:])
+    torch.manual_seed(1234)
+    model = models.TinyNet(d_in=64, d=d, n_heads=max(1, d // 64), n_layers=layers,
+                           n_classes=64)
+    g = torch.Generator().manual_seed(1235)
+    x = torch.randn(batch, seq, 64, generator=g)
+    y = torch.randint(0, 64, (batch,), generator=g)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+
+    def step():
+        opt.zero_grad()
+        F.cross_entropy(model(x), y).backward()
+        opt.step()
     return step
 
 
