@@ -112,6 +112,102 @@ def test_reader_reads_what_torch_says(shim):
         assert shim.grad_enabled() is False
 
 
+def test_reader_mean_and_norm_are_torchs_own(shim):
+    # The float32 Mean/Norm msprobe records where the statistics pass does not follow torch's
+    # order (under 8 elements; views whose reduction order their strides set): torch.mean and
+    # torch.norm (its vector_norm), bit for bit, on the view itself, at any thread count.
+    threads = torch.get_num_threads()
+    g = torch.Generator().manual_seed(11)
+    base = torch.randn(64, 900, generator=g) * 3
+    views = [base, base[:, 300:600], base[::2, 7:], base.t()[5:], base[:3, :2], base[1, :5],
+             torch.randn(1, 900, generator=g).expand(40, 900), torch.randn(5, generator=g),
+             torch.tensor([1e30, -3e-39, 2.0]), base.view(64, 30, 30).transpose(0, 2)[::3]]
+    try:
+        for n in (1, 2, 3):
+            torch.set_num_threads(n)
+            for v in views:
+                want = (torch.mean(v).item(), torch.norm(v).item())
+                assert want[1] == torch.linalg.vector_norm(v).item()
+                assert shim.mean_norm(v) == want, (n, v.shape, v.stride())
+    finally:
+        torch.set_num_threads(threads)
+    # No gradient graph is made of a tensor that requires one.
+    w = torch.randn(4, 6, requires_grad=True)[:, 1:4]
+    fn = w.grad_fn
+    assert shim.mean_norm(w) == (torch.mean(w).item(), torch.norm(w).item())
+    assert w.grad_fn is fn and w._version == 0
+    assert shim.mean_norm(3.5) is None and shim.mean_norm([w]) is None
+
+
+VIEWS = r"""
+import json, sys
+import torch
+import numprobe.pytorch._torch_shim as shim_mod
+from numprobe.pytorch import PrecisionDebugger
+assert (shim_mod.load() is not None) == (sys.argv[1] == "on")
+dump = sys.argv[2]
+torch.set_num_threads(int(sys.argv[3]))
+cfg = dump + ".config.json"
+with open(cfg, "w") as f:
+    json.dump({"task": "statistics", "dump_path": dump, "level": "L1", "rank": [], "step": [],
+               "statistics": {"summary_mode": "statistics"}}, f)
+dbg = PrecisionDebugger(config_path=cfg)
+g = torch.Generator().manual_seed(5)
+qkv = torch.randn(4, 16, 3 * 96, generator=g)
+x = torch.randn(50, 70, generator=g) * 4
+big = torch.randn(300, 400, generator=g)
+row = torch.randn(1, 70, generator=g)
+small = torch.randn(5, generator=g)
+dbg.start()
+q, k, v = qkv.chunk(3, dim=-1)  # views with gaps, as a fused projection's
+heads = (q.view(4, 16, 4, 24).transpose(1, 2), k.view(4, 16, 4, 24).permute(0, 2, 3, 1))
+torch.matmul(*heads)
+views = {"Torch.add.0.forward": x[::2, 3:], "Torch.add.1.forward": row.expand(50, 70),
+         "Torch.add.2.forward": small, "Torch.add.3.forward": x[:3, :2],
+         "Torch.add.4.forward": big[:, 100:300], "Torch.add.5.forward": v.transpose(0, 1)}
+for t in views.values():
+    torch.add(t, 1)
+dbg.stop()
+dbg.step()
+stats = lambda t: [torch.max(t).item(), torch.min(t).item(), torch.mean(t).item(),
+                   torch.norm(t).item()]
+want = {name: [stats(t)] for name, t in views.items()}
+want["Torch.matmul.0.forward"] = [stats(t) for t in heads]
+with open(dump + ".torch.json", "w") as f:
+    json.dump(want, f)
+"""
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_strided_views_give_torchs_statistics_through_the_reader(tmp_path, shim_cache,
+                                                                  threads):
+    # Slices of a fused projection (chunk), their transposes, stepped views, small and large:
+    # with the reader the walk copies them and takes torch's own Mean/Norm, without it the
+    # recorder's Python path does (and with it for an expanded view, whose copy would be
+    # larger than its memory); the dumps are the same bytes and the records torch's own
+    # statistics of each view.
+    script = tmp_path / "views.py"
+    script.write_text(VIEWS)
+    got = {}
+    for on in (True, False):
+        dump = tmp_path / f"views_{threads}_{on}"
+        r = subprocess.run([sys.executable, str(script), "on" if on else "off", str(dump),
+                            str(threads)], capture_output=True, text=True, timeout=600,
+                           env=_env(shim_cache, on=on))
+        assert r.returncode == 0, r.stderr[-3000:]
+        got[on] = dump_files(str(dump))
+    assert got[True] and set(got[True]) == set(got[False])
+    for k in got[True]:
+        assert got[True][k] == got[False][k], k
+    data = json.loads(got[True][("step0", "dump.json")])["data"]
+    want = json.loads((tmp_path / f"views_{threads}_True.torch.json").read_text())
+    assert set(want) == set(data)
+    for name, args in want.items():
+        for i, stats in enumerate(args):
+            rec = data[name]["input_args"][i]
+            assert [rec["Max"], rec["Min"], rec["Mean"], rec["Norm"]] == stats, (name, i)
+
+
 SHIM_MODE = r"""
 import warnings
 import numprobe.pytorch._torch_shim as shim_mod

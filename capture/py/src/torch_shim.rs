@@ -21,7 +21,7 @@ use pyo3::types::{PyDict, PyType};
 use stats_gpu::torch_order::TorchThreads;
 
 /// The layout of [`Meta`] this module reads (`NUMPROBE_SHIM_ABI` in the C++ file).
-const ABI: u32 = 3;
+const ABI: u32 = 4;
 
 /// `numprobe_tensor_meta`: what the walk needs of one tensor.
 #[repr(C)]
@@ -111,6 +111,7 @@ type AddPostHook =
     unsafe extern "C" fn(*mut pyo3::ffi::PyObject, *mut pyo3::ffi::PyObject) -> c_int;
 type ChunkFn = unsafe extern "C" fn(*mut c_void, i64, i64);
 type ParallelFor = unsafe extern "C" fn(i64, i64, ChunkFn, *mut c_void) -> c_int;
+type MeanNorm = unsafe extern "C" fn(*mut pyo3::ffi::PyObject, *mut f64, *mut f64) -> c_int;
 
 /// A loaded library; never unloaded (its functions are called for the life of the process).
 #[pyclass(frozen, module = "numprobe._native")]
@@ -119,6 +120,7 @@ pub(crate) struct TorchShim {
     grad_enabled: GradEnabled,
     add_post_hook: AddPostHook,
     parallel_for: ParallelFor,
+    mean_norm: MeanNorm,
     path: PathBuf,
     /// `torch._C.TensorBase`: every Python tensor object is an instance (a THPVariable).
     tensor_base: Py<PyType>,
@@ -183,6 +185,9 @@ impl TorchShim {
             let parallel_for: ParallelFor = *lib
                 .get::<ParallelFor>(b"numprobe_parallel_for\0")
                 .map_err(|e| fail(e.to_string()))?;
+            let mean_norm: MeanNorm = *lib
+                .get::<MeanNorm>(b"numprobe_mean_norm\0")
+                .map_err(|e| fail(e.to_string()))?;
             // The functions outlive any handle: the library stays loaded for the process.
             std::mem::forget(lib);
             Ok(TorchShim {
@@ -190,6 +195,7 @@ impl TorchShim {
                 grad_enabled,
                 add_post_hook,
                 parallel_for,
+                mean_norm,
                 path,
                 tensor_base,
             })
@@ -248,6 +254,16 @@ impl TorchShim {
             return Ok(None);
         }
         Ok(self.add_post_hook(t, hook))
+    }
+
+    /// torch's own float32 `(mean, norm)` of tensor `t` through the library (`torch.mean(t)`,
+    /// `torch.linalg.vector_norm(t)`); None when `t` is no tensor or torch refused.
+    #[pyo3(name = "mean_norm")]
+    fn py_mean_norm(&self, t: &Bound<'_, PyAny>) -> PyResult<Option<(f64, f64)>> {
+        if !t.is_instance(self.tensor_base.bind(t.py()))? {
+            return Ok(None);
+        }
+        Ok(self.mean_norm(t))
     }
 
     /// torch.is_grad_enabled() of this thread, as the library reads it.
@@ -322,6 +338,17 @@ impl TorchShim {
             1 => Some(false),
             _ => None,
         }
+    }
+
+    /// torch's own `(mean, norm)` of `t` (a tensor object, checked by the caller): the
+    /// float32 Mean/Norm msprobe records where the statistics pass does not follow torch's
+    /// order. None when torch refused (the Python path then computes them).
+    pub(crate) fn mean_norm(&self, t: &Bound<'_, PyAny>) -> Option<(f64, f64)> {
+        let (mut mean, mut norm) = (0f64, 0f64);
+        // SAFETY: `t` is a live tensor object held by the caller with the GIL; the library
+        // writes two doubles and catches every C++ exception.
+        let rc = unsafe { (self.mean_norm)(t.as_ptr(), &mut mean, &mut norm) };
+        (rc == 0).then_some((mean, norm))
     }
 
     /// torch.is_grad_enabled() of this thread.

@@ -262,6 +262,83 @@ struct Facts {
     ids: Option<StorageIds>,
 }
 
+/// How [`Walk::summarise`] reads a tensor's bytes.
+#[derive(Clone, Copy, Default)]
+struct Read {
+    /// torch's own float32 Mean/Norm, which replace the pass's (`TensorInfo::torch_mean_norm`).
+    mean_norm: Option<(f64, f64)>,
+    /// The bytes are numprobe's copy, written on this thread: not read on torch's threads.
+    own_copy: bool,
+}
+
+/// What [`Walk::strided_copy`] needs of a view's [`Facts`] besides its shape and strides.
+struct View {
+    dtype: usize,
+    requires_grad: Option<bool>,
+    ids: Option<StorageIds>,
+}
+
+/// Floats of a strided view's copy kept for the next one (4 MiB); a larger copy is freed.
+const COPY_KEPT_FLOATS: usize = 1 << 20;
+
+/// The elements from the first to the last one a view of `shape` and `strides` (in
+/// elements) reaches, or None when that overflows; 0 for a view without elements.
+fn strided_span(shape: &[usize], strides: &[usize]) -> Option<usize> {
+    if shape.contains(&0) {
+        return Some(0);
+    }
+    let mut last = 0usize;
+    for (&n, &s) in shape.iter().zip(strides) {
+        last = last.checked_add((n - 1).checked_mul(s)?)?;
+    }
+    last.checked_add(1)
+}
+
+/// Appends the elements of the view at `base` to `out` in row-major order (the bytes
+/// `contiguous()` makes of it), each innermost run that is contiguous copied whole.
+///
+/// # Safety
+/// Every element of the view (offsets up to [`strided_span`]) is readable.
+unsafe fn gather_f32(base: *const f32, shape: &[usize], strides: &[usize], out: &mut Vec<f32>) {
+    let Some((&inner, outer)) = shape.split_last() else {
+        // A 0-dimensional view: its one element.
+        out.push(unsafe { base.read_unaligned() });
+        return;
+    };
+    let inner_stride = strides[outer.len()];
+    if inner == 0 || outer.contains(&0) {
+        return;
+    }
+    out.reserve(outer.iter().product::<usize>() * inner);
+    let mut index = vec![0usize; outer.len()];
+    loop {
+        let at: usize = index.iter().zip(strides).map(|(&i, &s)| i * s).sum();
+        let row = base.wrapping_add(at);
+        if inner_stride == 1 {
+            // SAFETY: the row's `inner` elements are in the view (caller).
+            out.extend_from_slice(unsafe { std::slice::from_raw_parts(row, inner) });
+        } else {
+            for k in 0..inner {
+                // SAFETY: as above, element k of the row.
+                out.push(unsafe { row.wrapping_add(k * inner_stride).read_unaligned() });
+            }
+        }
+        // The next row: the odometer over the outer dimensions, last fastest.
+        let mut d = outer.len();
+        loop {
+            if d == 0 {
+                return;
+            }
+            d -= 1;
+            index[d] += 1;
+            if index[d] < outer[d] {
+                break;
+            }
+            index[d] = 0;
+        }
+    }
+}
+
 /// A tensor's storage as torch's C++ API gives it.
 #[derive(Clone, Copy)]
 struct StorageIds {
@@ -586,10 +663,18 @@ impl<'py> Walk<'py> {
             };
             // No record cache on this path (the recorder caches contiguous tensors only).
             if numel * 4 < w.torch_order_below_bytes || !is_dense(&shape, &strides) {
-                return Ok(false);
+                // A view with gaps (a slice of a fused projection, as `chunk` and `split`
+                // make them) or under 8 elements: torch's own Mean/Norm, Max/Min of a copy.
+                let view = View {
+                    dtype: f.dtype,
+                    requires_grad: f.requires_grad,
+                    ids: f.ids,
+                };
+                return self.strided_copy(v, data_ptr(v)?, view, &shape, &strides, level, out);
             }
             numel * 4
         };
+        let mut mean_norm = None;
         if contiguous
             && nbytes > 0
             && nbytes < w.torch_order_below_bytes
@@ -597,7 +682,12 @@ impl<'py> Walk<'py> {
             && !shape.is_empty()
             && f32
         {
-            return Ok(false);
+            // Under 8 elements torch's norm takes a kernel whose order was not pinned down
+            // (stats_gpu::torch_order): torch's own Mean/Norm, through the torch reader.
+            match w.shim.as_ref().and_then(|s| s.get().mean_norm(v)) {
+                Some(mn) => mean_norm = Some(mn),
+                None => return Ok(false),
+            }
         }
         let ptr: usize = if nbytes > 0 { data_ptr(v)? } else { 0 };
         if f.ids.is_some_and(|ids| !ids.holds(ptr, nbytes)) {
@@ -611,8 +701,88 @@ impl<'py> Walk<'py> {
         // exactly once (contiguous, or a dense permutation: checked above), held by the
         // caller's arguments for the whole call.
         let bytes = unsafe { borrow(ptr, nbytes) };
-        self.summarise(py, bytes, dname, &shape, requires_grad, |r| {
+        let read = Read {
+            mean_norm,
+            own_copy: false,
+        };
+        self.summarise(py, bytes, dname, &shape, requires_grad, read, |r| {
             r.write_python_at(level, out)
+        })?;
+        Ok(true)
+    }
+
+    /// The record of a float32 strided tensor that cannot be read in place under torch's
+    /// order (statistics mode; the caller checked): its elements copied in order (what
+    /// `contiguous()` makes) for Max/Min, its Mean/Norm torch's own through the torch reader
+    /// (torch reduces a strided tensor in an order set by its strides). Writes nothing and
+    /// returns false for the recorder's path: no torch reader, no storage bounds to check the
+    /// view against, a view reaching outside its storage, or one of more elements than the
+    /// memory it spans (its copy would be larger than what it views).
+    #[allow(clippy::too_many_arguments)]
+    fn strided_copy(
+        &mut self,
+        v: &Bound<'py, PyAny>,
+        ptr: usize,
+        f: View,
+        shape: &[usize],
+        strides: &[usize],
+        level: usize,
+        out: &mut Vec<u8>,
+    ) -> PyResult<bool> {
+        let (Some(shim), Some(ids)) = (self.walker.shim.as_ref(), f.ids) else {
+            return Ok(false);
+        };
+        let Some(span) = strided_span(shape, strides) else {
+            return Ok(false);
+        };
+        // A view of more elements than the memory it spans (expanded, unfolded): its copy
+        // would be larger than what it views, left to the recorder.
+        let numel = shape.iter().try_fold(1usize, |a, &n| a.checked_mul(n));
+        if span == 0
+            || numel.is_none_or(|n| n > span)
+            || ptr == 0
+            || !ptr.is_multiple_of(4)
+            || !ids.holds(ptr, span * 4)
+        {
+            return Ok(false);
+        }
+        let Some(mean_norm) = shim.get().mean_norm(v) else {
+            return Ok(false);
+        };
+        let requires_grad = match f.requires_grad {
+            Some(rg) => rg,
+            None => v
+                .getattr(intern!(v.py(), "requires_grad"))?
+                .extract::<bool>()?,
+        };
+        let dname = &self.walker.dtypes[f.dtype].name;
+        thread_local! {
+            static COPY: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
+        }
+        COPY.with_borrow_mut(|copy| -> PyResult<()> {
+            copy.clear();
+            // SAFETY: every element of the view lies in the `span` floats at `ptr`, inside the
+            // tensor's storage (checked above), which the caller's arguments hold alive for
+            // the whole call; no Python code runs meanwhile.
+            unsafe { gather_f32(ptr as *const f32, shape, strides, copy) };
+            let read = Read {
+                mean_norm: Some(mean_norm),
+                own_copy: true,
+            };
+            self.summarise(
+                v.py(),
+                bytemuck::cast_slice(copy),
+                dname,
+                shape,
+                requires_grad,
+                read,
+                |r| r.write_python_at(level, out),
+            )?;
+            // A large view's copy is not kept for the rest of the run.
+            if copy.capacity() > COPY_KEPT_FLOATS {
+                *copy = Vec::new();
+            }
+            Ok(())
         })?;
         Ok(true)
     }
@@ -620,6 +790,7 @@ impl<'py> Walk<'py> {
     /// The record of a tensor whose elements are `bytes`, in the session's summary mode,
     /// handed to `then`. It is this thread's one scratch record, written over for each tensor
     /// (a walk writes hundreds a step: their strings and shapes need no allocation each).
+    #[allow(clippy::too_many_arguments)]
     fn summarise<T>(
         &self,
         py: Python<'_>,
@@ -627,6 +798,7 @@ impl<'py> Walk<'py> {
         dname: &str,
         shape: &[usize],
         requires_grad: bool,
+        read: Read,
         then: impl FnOnce(&TensorRecord) -> T,
     ) -> PyResult<T> {
         thread_local! {
@@ -642,14 +814,18 @@ impl<'py> Walk<'py> {
             requires_grad: Some(requires_grad),
             data_name: None,
             torch_threads: self.torch_threads,
-            torch_mean_norm: None,
+            torch_mean_norm: read.mean_norm,
             // With the torch reader, each thread chunk of a large float32 tensor is read on
-            // the torch thread that wrote it (the chunks of torch's elementwise operators).
-            on_torch_threads: self
-                .walker
-                .shim
-                .as_ref()
-                .map(|s| s.get() as &dyn TorchThreads),
+            // the torch thread that wrote it (the chunks of torch's elementwise operators);
+            // numprobe's own copy was written here.
+            on_torch_threads: if read.own_copy {
+                None
+            } else {
+                self.walker
+                    .shim
+                    .as_ref()
+                    .map(|s| s.get() as &dyn TorchThreads)
+            },
         };
         // No Python code runs while it is borrowed (the pass may release the GIL, but runs
         // no Python on this thread), so no walk on this thread can ask for it meanwhile.
@@ -686,7 +862,7 @@ impl<'py> Walk<'py> {
         // the caller), held by the caller's arguments for the whole call.
         let bytes = unsafe { borrow(ptr, nbytes) };
         let uncached = |walk: &Self, out: &mut Vec<u8>| -> PyResult<()> {
-            walk.summarise(py, bytes, dname, shape, rg, |r| {
+            walk.summarise(py, bytes, dname, shape, rg, Read::default(), |r| {
                 r.write_python_at(level, out)
             })
         };
@@ -754,7 +930,7 @@ impl<'py> Walk<'py> {
             cache.del_item(&key)?;
         }
         let at = out.len();
-        let value = self.summarise(py, bytes, dname, shape, rg, |r| {
+        let value = self.summarise(py, bytes, dname, shape, rg, Read::default(), |r| {
             r.write_python_at(level, out);
             r.to_value()
         })?;

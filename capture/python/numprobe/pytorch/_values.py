@@ -256,10 +256,11 @@ class Values:
                     t = t.contiguous()
         nbytes = t.nbytes if stats else 0
         ptr = t.data_ptr() if nbytes else 0
-        if (0 < nbytes < _TORCH_ORDER_BELOW_BYTES and dtype is _F32 and self.torch_order
-                and v.dim()):
+        if (mean_norm is None and 0 < nbytes < _TORCH_ORDER_BELOW_BYTES and dtype is _F32
+                and self.torch_order and v.dim()):
             # Under 8 elements torch's norm takes a kernel whose order was not pinned down
-            # (capture/src/torch_order.rs); such tensors cost torch next to nothing.
+            # (capture/src/torch_order.rs); such tensors cost torch next to nothing. (A
+            # strided view's were taken above, on the view, as msprobe takes them.)
             mean_norm = (torch.mean(t).item(), _vector_norm(t).item())
         rg = v.requires_grad
         if nbytes and self.saving_entry == entry:

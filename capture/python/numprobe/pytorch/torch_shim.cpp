@@ -16,6 +16,7 @@
 #include <torch/csrc/autograd/function_hook.h>
 #include <torch/csrc/autograd/python_variable.h>
 
+#include <ATen/Functions.h>
 #include <ATen/Parallel.h>
 #include <ATen/core/grad_mode.h>
 
@@ -28,7 +29,7 @@
 
 // The layout of numprobe_tensor_meta and the functions' signatures; the Rust side refuses a
 // library of another.
-#define NUMPROBE_SHIM_ABI 3
+#define NUMPROBE_SHIM_ABI 4
 
 namespace {
 
@@ -221,6 +222,32 @@ __attribute__((visibility("default"))) int numprobe_parallel_for(
     void* ctx) noexcept {
   try {
     at::parallel_for(0, n, grain, [&](int64_t begin, int64_t end) { fn(ctx, begin, end); });
+    return 0;
+  } catch (...) {
+    return -1;
+  }
+}
+
+// torch's own float32 Mean and Norm of `obj` (a THPVariable, checked by the caller): what
+// `torch.mean(t)` and `torch.linalg.vector_norm(t)` (torch.norm's path for a whole tensor)
+// give, as doubles, the values msprobe records. For the tensors whose reduction order
+// numprobe's own pass does not follow: under 8 elements, and strided views whose order is set
+// by their strides. No gradient graph is made. Returns 0, or -1 when torch threw (the caller
+// then takes the Python path). The GIL is held by the caller.
+__attribute__((visibility("default"))) int numprobe_mean_norm(
+    PyObject* obj,
+    double* mean,
+    double* norm) noexcept {
+  try {
+    const at::Tensor& t = THPVariable_Unpack(obj);
+    if (!t.defined()) {
+      return -1;
+    }
+    at::NoGradGuard no_grad;
+    double m = at::mean(t).item<double>();
+    double n = at::linalg_vector_norm(t, 2).item<double>();
+    *mean = m;
+    *norm = n;
     return 0;
   } catch (...) {
     return -1;
