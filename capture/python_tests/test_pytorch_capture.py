@@ -348,6 +348,25 @@ def test_torch_order_mean_matches_torch_bit_for_bit(threads):
         torch.set_num_threads(saved)
 
 
+@pytest.mark.parametrize("threads", [1, 2, 3])
+def test_torch_order_norm_of_large_tensors_is_one_chain_at_any_thread_count(threads):
+    """float32 Norm from torch's grain on: torch does not cut torch.norm into thread chunks as
+    it does torch.mean, so the pass's single chain (read chunk by chunk on torch's threads)
+    equals it at every thread count, bit for bit."""
+    from numprobe._native import torch_order_mean_norm
+
+    saved = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        g = torch.Generator().manual_seed(40 + threads)
+        for n in (32768, 65536, 65536 + 64, 100_000, 1 << 20):
+            t = torch.randn(n, generator=g) * 3
+            _, norm = torch_order_mean_norm(t.data_ptr(), n * 4, threads)
+            assert norm == torch.norm(t).item(), (n, threads)
+    finally:
+        torch.set_num_threads(saved)
+
+
 def test_torch_order_norm_matches_torch_almost_always():
     """float32 Norm: equal to torch.norm for nearly every tensor of 8 elements or more, and
     never more than one float32 ulp away."""

@@ -56,6 +56,24 @@ def _env(cache, on=True):
     return env
 
 
+def _same_dumps_with_and_without_reader(shim_cache, base, args, timeout=600, cwd=None):
+    """Runs `args` (a script and its arguments, "{on}" and "{dump}" filled in) with the reader
+    on and off, each into a dump of its own (`base` + "_True" / "_False"); asserts both ran and
+    wrote the same bytes, and returns the files of the run with the reader (`dump_files`)."""
+    got = {}
+    for on in (True, False):
+        dump = f"{base}_{on}"
+        cmd = [sys.executable] + [a.format(on="on" if on else "off", dump=dump) for a in args]
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=cwd,
+                           env=_env(shim_cache, on=on))
+        assert r.returncode == 0, r.stderr[-3000:]
+        got[on] = dump_files(dump)
+    assert got[True] and set(got[True]) == set(got[False])
+    for k in got[True]:
+        assert got[True][k] == got[False][k], (base, k)
+    return got[True]
+
+
 def _tensors():
     base = torch.randn(6, 8)
     big = torch.randn(300, 128)
@@ -140,17 +158,17 @@ def test_reader_mean_and_norm_are_torchs_own(shim):
 
 
 VIEWS = r"""
-import json, sys
+import json, sys, zlib
 import torch
 import numprobe.pytorch._torch_shim as shim_mod
 from numprobe.pytorch import PrecisionDebugger
 assert (shim_mod.load() is not None) == (sys.argv[1] == "on")
-dump = sys.argv[2]
+dump, summary = sys.argv[2], sys.argv[4]
 torch.set_num_threads(int(sys.argv[3]))
 cfg = dump + ".config.json"
 with open(cfg, "w") as f:
     json.dump({"task": "statistics", "dump_path": dump, "level": "L1", "rank": [], "step": [],
-               "statistics": {"summary_mode": "statistics"}}, f)
+               "statistics": {"summary_mode": summary}}, f)
 dbg = PrecisionDebugger(config_path=cfg)
 g = torch.Generator().manual_seed(5)
 qkv = torch.randn(4, 16, 3 * 96, generator=g)
@@ -169,8 +187,9 @@ for t in views.values():
     torch.add(t, 1)
 dbg.stop()
 dbg.step()
-stats = lambda t: [torch.max(t).item(), torch.min(t).item(), torch.mean(t).item(),
-                   torch.norm(t).item()]
+stats = lambda t: ([torch.max(t).item(), torch.min(t).item(), torch.mean(t).item(),
+                    torch.norm(t).item()],
+                   f"{zlib.crc32(t.contiguous().numpy().tobytes()):08x}")
 want = {name: [stats(t)] for name, t in views.items()}
 want["Torch.matmul.0.forward"] = [stats(t) for t in heads]
 with open(dump + ".torch.json", "w") as f:
@@ -178,34 +197,26 @@ with open(dump + ".torch.json", "w") as f:
 """
 
 
-@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("threads,summary", [(1, "statistics"), (2, "statistics"), (2, "md5")])
 def test_strided_views_give_torchs_statistics_through_the_reader(tmp_path, shim_cache,
-                                                                  threads):
+                                                                  threads, summary):
     # Slices of a fused projection (chunk), their transposes, stepped views, small and large:
     # with the reader the walk copies them and takes torch's own Mean/Norm, without it the
     # recorder's Python path does (and with it for an expanded view, whose copy would be
     # larger than its memory); the dumps are the same bytes and the records torch's own
-    # statistics of each view.
+    # statistics of each view (in md5 mode with the CRC-32 of the view's elements in order).
     script = tmp_path / "views.py"
     script.write_text(VIEWS)
-    got = {}
-    for on in (True, False):
-        dump = tmp_path / f"views_{threads}_{on}"
-        r = subprocess.run([sys.executable, str(script), "on" if on else "off", str(dump),
-                            str(threads)], capture_output=True, text=True, timeout=600,
-                           env=_env(shim_cache, on=on))
-        assert r.returncode == 0, r.stderr[-3000:]
-        got[on] = dump_files(str(dump))
-    assert got[True] and set(got[True]) == set(got[False])
-    for k in got[True]:
-        assert got[True][k] == got[False][k], k
-    data = json.loads(got[True][("step0", "dump.json")])["data"]
-    want = json.loads((tmp_path / f"views_{threads}_True.torch.json").read_text())
+    files = _same_dumps_with_and_without_reader(
+        shim_cache, tmp_path / "views", [str(script), "{on}", "{dump}", str(threads), summary])
+    data = json.loads(files[("step0", "dump.json")])["data"]
+    want = json.loads((tmp_path / "views_True.torch.json").read_text())
     assert set(want) == set(data)
     for name, args in want.items():
-        for i, stats in enumerate(args):
+        for i, (stats, crc) in enumerate(args):
             rec = data[name]["input_args"][i]
             assert [rec["Max"], rec["Min"], rec["Mean"], rec["Norm"]] == stats, (name, i)
+            assert rec.get("md5") == (crc if summary == "md5" else None), (name, i)
 
 
 SHIM_MODE = r"""
@@ -282,20 +293,12 @@ def test_hf_model_dumps_the_same_bytes_with_the_reader(tmp_path, shim_cache, fam
     pytest.importorskip("transformers")
     runner = tmp_path / "run_hf.py"
     runner.write_text(RUN_HF)
-    got = {}
-    for on in (True, False):
-        dump = tmp_path / f"dump_{on}"
-        r = subprocess.run([sys.executable, str(runner), "on" if on else "off",
-                            str(HERE / "hf_model.py"), "--family", family, "--tool", "numprobe",
-                            "--task", "statistics", "--dump-path", str(dump)],
-                           capture_output=True, text=True, timeout=900, cwd=str(HERE),
-                           env=_env(shim_cache, on=on))
-        assert r.returncode == 0, r.stderr[-3000:]
-        got[on] = dump_files(str(dump))
-    assert got[True] and set(got[True]) == set(got[False])
-    for k in got[True]:
-        assert got[True][k] == got[False][k], k
-    data = json.loads(next(v for k, v in got[True].items() if k[1] == "dump.json"))["data"]
+    files = _same_dumps_with_and_without_reader(
+        shim_cache, tmp_path / "dump",
+        [str(runner), "{on}", str(HERE / "hf_model.py"), "--family", family, "--tool",
+         "numprobe", "--task", "statistics", "--dump-path", "{dump}"],
+        timeout=900, cwd=str(HERE))
+    data = json.loads(next(v for k, v in files.items() if k[1] == "dump.json"))["data"]
     assert len(data) > 50
 
 
@@ -694,17 +697,9 @@ def test_large_tensors_read_on_torch_threads_give_the_same_records(tmp_path, shi
     script = tmp_path / "large.py"
     script.write_text(LARGE)
     for threads in (1, 2, 3):
-        got = {}
-        for on in (True, False):
-            dump = tmp_path / f"{summary}_{threads}_{on}"
-            r = subprocess.run([sys.executable, str(script), "on" if on else "off", str(dump),
-                                summary, str(threads)], capture_output=True, text=True,
-                               timeout=600, env=_env(shim_cache, on=on))
-            assert r.returncode == 0, r.stderr[-3000:]
-            got[on] = dump_files(str(dump))
-        assert got[True] and set(got[True]) == set(got[False])
-        for k in got[True]:
-            assert got[True][k] == got[False][k], (threads, k)
-        data = json.loads(got[True][("step1", "dump.json")])["data"]
+        files = _same_dumps_with_and_without_reader(
+            shim_cache, tmp_path / f"{summary}_{threads}",
+            [str(script), "{on}", "{dump}", summary, str(threads)])
+        data = json.loads(files[("step1", "dump.json")])["data"]
         update = data["Tensor.addcdiv_.0.forward"]["input_args"][0]
         assert update["shape"] == [512, 256] and update["Norm"] > 0

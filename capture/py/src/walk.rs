@@ -6,8 +6,9 @@
 //! values. Small ops are most of a real model's calls, so that cost is most of a recorded
 //! step. This walk takes the values msprobe records the same way every time (None, bools,
 //! ints, floats, strings, plain lists and tuples, contiguous CPU tensors (large ones through
-//! the recorder's record cache, `stats_cache`), and float32 transposes under torch's order)
-//! and hands everything else to the recorder's own `value` / `outputs`, so the records are
+//! the recorder's record cache, `stats_cache`), float32 transposes under torch's order, and
+//! with the torch reader float32 views with gaps and tensors under 8 elements, whose Mean/Norm
+//! it asks torch for) and hands everything else to the recorder's own `value` / `outputs`, so the records are
 //! those of the Python walk, value for value. It writes each record's text at its place in
 //! the entry (`PyContainer`, `TensorRecord::write_python_at`) instead of building JSON values
 //! to render afterwards; a record of the record cache keeps its text for the next call that
@@ -618,10 +619,12 @@ impl<'py> Walk<'py> {
         let dname = &dt.name;
         let f32 = dt.obj.bind(py).is(w.float32.bind(py));
         let contiguous = f.contiguous;
-        // Strided: only a dense float32 permutation under torch's order, in statistics mode.
-        let in_place =
-            contiguous || (f32 && w.torch_order && self.opts.mode == SummaryMode::Statistics);
-        if !in_place {
+        // Strided: float32 under torch's order, in statistics mode (a dense permutation read
+        // in place, any other view copied) and md5 mode (copied: the CRC is of the copy).
+        let strided = f32
+            && w.torch_order
+            && matches!(self.opts.mode, SummaryMode::Statistics | SummaryMode::Md5);
+        if !(contiguous || strided) {
             return Ok(false);
         }
         let shape = f.shape;
@@ -662,9 +665,13 @@ impl<'py> Walk<'py> {
                 None => v.call_method0(intern!(py, "stride"))?.extract()?,
             };
             // No record cache on this path (the recorder caches contiguous tensors only).
-            if numel * 4 < w.torch_order_below_bytes || !is_dense(&shape, &strides) {
+            if numel * 4 < w.torch_order_below_bytes
+                || !is_dense(&shape, &strides)
+                || self.opts.mode != SummaryMode::Statistics
+            {
                 // A view with gaps (a slice of a fused projection, as `chunk` and `split`
-                // make them) or under 8 elements: torch's own Mean/Norm, Max/Min of a copy.
+                // make them), under 8 elements, or in md5 mode: torch's own Mean/Norm,
+                // Max/Min (and the CRC) of a copy.
                 let view = View {
                     dtype: f.dtype,
                     requires_grad: f.requires_grad,
