@@ -1,22 +1,22 @@
 //! The records of an API call's arguments and outputs, written as dump.json text in one
 //! native call per entry.
 //!
-//! The recorder's Python walk (`_values.py`) costs a few microseconds per value: a Python
-//! frame per level, a dict per record, then a second walk here to turn the dicts into JSON
-//! values. Small ops are most of a real model's calls, so that cost is most of a recorded
-//! step. This walk takes the values msprobe records the same way every time (None, bools,
-//! ints, floats, strings, plain lists and tuples, contiguous CPU tensors (large ones through
-//! the recorder's record cache, `stats_cache`), float32 transposes under torch's order, and
-//! with the torch reader float32 views with gaps and tensors under 8 elements, whose Mean/Norm
-//! it asks torch for) and hands everything else to the recorder's own `value` / `outputs`, so the records are
-//! those of the Python walk, value for value. It writes each record's text at its place in
-//! the entry (`PyContainer`, `TensorRecord::write_python_at`) instead of building JSON values
-//! to render afterwards; a record of the record cache keeps its text for the next call that
-//! reads its tensor. Everything the walk reads of a tensor comes from numprobe's torch reader
-//! in one call when one is built for the running torch (`torch_shim.rs`); else its device,
-//! shape, strides, data address and (for the dtypes DLPack tells apart) dtype come from
-//! torch's DLPack export in one call (`dlpack.rs`), its negative and conjugate bits and
-//! requires_grad from its attributes ([`Facts`]).
+//! The recorder's Python walk (`_values.py`) costs a few microseconds per value: a Python frame
+//! per level, a dict per record, then a second walk here to turn the dicts into JSON values.
+//! Small ops are most of a real model's calls, so that cost is most of a recorded step. This
+//! walk takes the values msprobe records the same way every time (None, bools, ints, floats,
+//! strings, plain lists and tuples, contiguous CPU tensors (large ones through the recorder's
+//! record cache, `stats_cache`), float32 transposes under torch's order, and with the torch
+//! reader float32 views with gaps and tensors under 8 elements, whose Mean/Norm it asks torch
+//! for) and hands everything else to the recorder's own `value` / `outputs`, so the records are
+//! those of the Python walk, value for value. It writes each record's text at its place in the
+//! entry (`PyContainer`, `TensorRecord::write_python_at`) instead of building JSON values to
+//! render afterwards; a record of the record cache keeps its text for the next call that reads
+//! its tensor. Everything the walk reads of a tensor comes from numprobe's torch reader in one
+//! call when one is built for the running torch (`torch_shim.rs`); else its device, shape,
+//! strides, data address and (for the dtypes DLPack tells apart) dtype come from torch's DLPack
+//! export in one call (`dlpack.rs`), its negative and conjugate bits and requires_grad from its
+//! attributes ([`Facts`]).
 //!
 //! Torch functions are off while it runs (`torch._C.DisableTorchFunction`): the tensor
 //! attributes read here would otherwise go through the recorder's own mode. With no mode on
@@ -719,9 +719,9 @@ impl<'py> Walk<'py> {
     }
 
     /// The record of a float32 strided tensor that cannot be read in place under torch's
-    /// order (statistics mode; the caller checked): its elements copied in order (what
-    /// `contiguous()` makes) for Max/Min, its Mean/Norm torch's own through the torch reader
-    /// (torch reduces a strided tensor in an order set by its strides). Writes nothing and
+    /// order (statistics or md5 mode; the caller checked): its elements copied in order (what
+    /// `contiguous()` makes) for Max/Min and the CRC, its Mean/Norm torch's own through the
+    /// torch reader (torch reduces a strided tensor in an order set by its strides). Writes nothing and
     /// returns false for the recorder's path: no torch reader, no storage bounds to check the
     /// view against, a view reaching outside its storage, or one of more elements than the
     /// memory it spans (its copy would be larger than what it views).
