@@ -749,7 +749,9 @@ impl<'py> Walk<'py> {
             || numel.is_none_or(|n| n > span)
             || ptr == 0
             || !ptr.is_multiple_of(4)
-            || !ids.holds(ptr, span * 4)
+            || span
+                .checked_mul(4)
+                .is_none_or(|bytes| !ids.holds(ptr, bytes))
         {
             return Ok(false);
         }
