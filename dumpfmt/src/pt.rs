@@ -459,8 +459,8 @@ fn numel(size: &[u64]) -> u64 {
     size.iter().product()
 }
 
-/// Copies a strided view (bounds already checked, at least one element) into C order, one
-/// innermost row at a time; rows with unit stride are single copies.
+/// Copies a strided view (bounds already checked) into C order
+/// ([`numprobe_tensor::layout::gather_into`]); None when the copy cannot be allocated.
 fn gather(
     storage: &[u8],
     item: usize,
@@ -472,46 +472,8 @@ fn gather(
     // A failed allocation is an error for this file, not an abort of the whole process.
     let mut out = Vec::new();
     out.try_reserve_exact(nbytes).ok()?;
-    out.resize(nbytes, 0);
-    let start = offset as usize * item;
-    let Some((&inner_n, outer)) = size.split_last() else {
-        out.copy_from_slice(&storage[start..start + item]);
-        return Some(out);
-    };
-    let inner_step = stride[size.len() - 1] as usize * item;
-    let row_bytes = inner_n as usize * item;
-    let mut idx = vec![0u64; outer.len()];
-    let mut base = start;
-    for row in out.chunks_exact_mut(row_bytes) {
-        if inner_step == item {
-            row.copy_from_slice(&storage[base..base + row_bytes]);
-        } else {
-            match item {
-                1 => copy_strided::<1>(row, &storage[base..], inner_step),
-                2 => copy_strided::<2>(row, &storage[base..], inner_step),
-                4 => copy_strided::<4>(row, &storage[base..], inner_step),
-                8 => copy_strided::<8>(row, &storage[base..], inner_step),
-                _ => copy_strided::<16>(row, &storage[base..], inner_step),
-            }
-        }
-        // Next row: odometer over the outer dimensions, moving `base` along.
-        for d in (0..outer.len()).rev() {
-            idx[d] += 1;
-            base += stride[d] as usize * item;
-            if idx[d] < size[d] {
-                break;
-            }
-            base -= size[d] as usize * stride[d] as usize * item;
-            idx[d] = 0;
-        }
-    }
+    numprobe_tensor::layout::gather_into(storage, item, offset, size, stride, &mut out);
     Some(out)
-}
-
-fn copy_strided<const N: usize>(dst: &mut [u8], src: &[u8], step: usize) {
-    for (i, d) in dst.chunks_exact_mut(N).enumerate() {
-        d.copy_from_slice(&src[i * step..i * step + N]);
-    }
 }
 
 fn parse(bytes: &[u8], path: &Path) -> Result<Parsed> {

@@ -32,9 +32,112 @@ pub fn contiguous_strides(shape: &[usize]) -> Vec<u64> {
     strides
 }
 
+/// The element offset, from a strided view's first element, of its last one (`Σ (size − 1) ×
+/// stride`); `Some(0)` for a 0-dimensional view, None when the view has no elements or the
+/// sum overflows. A view fits a storage of `n` elements at offset `o` when `o + last < n`.
+pub fn last_offset(size: &[u64], stride: &[u64]) -> Option<u64> {
+    if size.contains(&0) {
+        return None;
+    }
+    size.iter().zip(stride).try_fold(0u64, |acc, (&n, &s)| {
+        acc.checked_add((n - 1).checked_mul(s)?)
+    })
+}
+
+/// Appends the `item`-byte elements of a strided view of `storage` (its first element at
+/// element `offset`) to `out` in C order: what torch's `contiguous()` makes of it. One
+/// innermost row at a time; a row of unit stride is one copy.
+///
+/// # Panics
+/// When the view reaches outside `storage` (check with [`last_offset`] first).
+pub fn gather_into(
+    storage: &[u8],
+    item: usize,
+    offset: u64,
+    size: &[u64],
+    stride: &[u64],
+    out: &mut Vec<u8>,
+) {
+    let start = offset as usize * item;
+    let Some((&inner, outer)) = size.split_last() else {
+        out.extend_from_slice(&storage[start..start + item]);
+        return;
+    };
+    if size.contains(&0) {
+        return;
+    }
+    let inner = inner as usize;
+    let step = stride[outer.len()] as usize * item;
+    let mut idx = vec![0u64; outer.len()];
+    let mut base = start;
+    loop {
+        let row = &storage[base..];
+        if step == item {
+            out.extend_from_slice(&row[..inner * item]);
+        } else {
+            match item {
+                1 => push_strided::<1>(out, row, inner, step),
+                2 => push_strided::<2>(out, row, inner, step),
+                4 => push_strided::<4>(out, row, inner, step),
+                8 => push_strided::<8>(out, row, inner, step),
+                _ => (0..inner).for_each(|i| out.extend_from_slice(&row[i * step..][..item])),
+            }
+        }
+        // The next row: an odometer over the outer dimensions, moving `base` along.
+        let mut d = outer.len();
+        loop {
+            if d == 0 {
+                return;
+            }
+            d -= 1;
+            idx[d] += 1;
+            base += stride[d] as usize * item;
+            if idx[d] < size[d] {
+                break;
+            }
+            base -= size[d] as usize * stride[d] as usize * item;
+            idx[d] = 0;
+        }
+    }
+}
+
+fn push_strided<const N: usize>(out: &mut Vec<u8>, src: &[u8], n: usize, step: usize) {
+    for i in 0..n {
+        let at = i * step;
+        out.extend_from_slice(&src[at..at + N]);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn views_gathered_in_c_order() {
+        let storage: Vec<u8> = (0..24).collect();
+        let gather = |item, offset, size: &[u64], stride: &[u64]| {
+            let mut out = Vec::new();
+            gather_into(&storage, item, offset, size, stride, &mut out);
+            out
+        };
+        // (4, 6)[1:3, ::2]: offset 6, size (2, 3), stride (6, 2).
+        assert_eq!(gather(1, 6, &[2, 3], &[6, 2]), vec![6, 8, 10, 12, 14, 16]);
+        // A transpose of (2, 3).
+        assert_eq!(gather(1, 0, &[3, 2], &[1, 3]), vec![0, 3, 1, 4, 2, 5]);
+        // 0-dimensional, and without elements.
+        assert_eq!(gather(1, 5, &[], &[]), vec![5]);
+        assert!(gather(1, 0, &[3, 0], &[1, 1]).is_empty());
+        // Four-byte elements with gaps (a chunk of a fused projection), and expanded.
+        assert_eq!(
+            gather(4, 1, &[2, 1], &[3, 1]),
+            vec![4, 5, 6, 7, 16, 17, 18, 19]
+        );
+        assert_eq!(gather(2, 0, &[2, 2], &[0, 1]), vec![0, 1, 2, 3, 0, 1, 2, 3]);
+        assert_eq!(last_offset(&[2, 3], &[6, 2]), Some(10));
+        assert_eq!(last_offset(&[], &[]), Some(0));
+        assert_eq!(last_offset(&[0, 3], &[1, 1]), None);
+        assert_eq!(last_offset(&[3, 2], &[u64::MAX, 1]), None);
+    }
 
     fn contiguous(shape: &[u64], strides: &[u64]) -> bool {
         is_contiguous(shape.iter().copied().zip(strides.iter().copied()))

@@ -31,6 +31,7 @@ use capture::state::VALUE_LEVEL;
 use capture::stats::{TensorInfo, type_name};
 use dumpfmt::dump::TensorRecord;
 use dumpfmt::json::{self, PyContainer, Value};
+use numprobe_tensor::layout;
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::intern;
 use pyo3::prelude::*;
@@ -279,66 +280,8 @@ struct View {
     ids: Option<StorageIds>,
 }
 
-/// Floats of a strided view's copy kept for the next one (4 MiB); a larger copy is freed.
-const COPY_KEPT_FLOATS: usize = 1 << 20;
-
-/// The elements from the first to the last one a view of `shape` and `strides` (in
-/// elements) reaches, or None when that overflows; 0 for a view without elements.
-fn strided_span(shape: &[usize], strides: &[usize]) -> Option<usize> {
-    if shape.contains(&0) {
-        return Some(0);
-    }
-    let mut last = 0usize;
-    for (&n, &s) in shape.iter().zip(strides) {
-        last = last.checked_add((n - 1).checked_mul(s)?)?;
-    }
-    last.checked_add(1)
-}
-
-/// Appends the elements of the view at `base` to `out` in row-major order (the bytes
-/// `contiguous()` makes of it), each innermost run that is contiguous copied whole.
-///
-/// # Safety
-/// Every element of the view (offsets up to [`strided_span`]) is readable.
-unsafe fn gather_f32(base: *const f32, shape: &[usize], strides: &[usize], out: &mut Vec<f32>) {
-    let Some((&inner, outer)) = shape.split_last() else {
-        // A 0-dimensional view: its one element.
-        out.push(unsafe { base.read_unaligned() });
-        return;
-    };
-    let inner_stride = strides[outer.len()];
-    if inner == 0 || outer.contains(&0) {
-        return;
-    }
-    out.reserve(outer.iter().product::<usize>() * inner);
-    let mut index = vec![0usize; outer.len()];
-    loop {
-        let at: usize = index.iter().zip(strides).map(|(&i, &s)| i * s).sum();
-        let row = base.wrapping_add(at);
-        if inner_stride == 1 {
-            // SAFETY: the row's `inner` elements are in the view (caller).
-            out.extend_from_slice(unsafe { std::slice::from_raw_parts(row, inner) });
-        } else {
-            for k in 0..inner {
-                // SAFETY: as above, element k of the row.
-                out.push(unsafe { row.wrapping_add(k * inner_stride).read_unaligned() });
-            }
-        }
-        // The next row: the odometer over the outer dimensions, last fastest.
-        let mut d = outer.len();
-        loop {
-            if d == 0 {
-                return;
-            }
-            d -= 1;
-            index[d] += 1;
-            if index[d] < outer[d] {
-                break;
-            }
-            index[d] = 0;
-        }
-    }
-}
+/// Bytes of a strided view's copy kept for the next one; a larger copy is freed.
+const COPY_KEPT_BYTES: usize = 4 << 20;
 
 /// A tensor's storage as torch's C++ API gives it.
 #[derive(Clone, Copy)]
@@ -739,22 +682,20 @@ impl<'py> Walk<'py> {
         let (Some(shim), Some(ids)) = (self.walker.shim.as_ref(), f.ids) else {
             return Ok(false);
         };
-        let Some(span) = strided_span(shape, strides) else {
+        let size: Vec<u64> = shape.iter().map(|&n| n as u64).collect();
+        let stride: Vec<u64> = strides.iter().map(|&n| n as u64).collect();
+        let numel = numprobe_tensor::checked_numel(shape);
+        // The bytes from the first element to the last, which must lie in the storage; a view
+        // of more elements than that (expanded, unfolded) would copy more than it views: left
+        // to the recorder.
+        let span = layout::last_offset(&size, &stride)
+            .and_then(|last| last.checked_add(1))
+            .and_then(|n| usize::try_from(n).ok())
+            .filter(|&n| numel.is_some_and(|numel| numel <= n))
+            .and_then(|n| n.checked_mul(4));
+        let Some(span) = span.filter(|&bytes| ptr != 0 && ids.holds(ptr, bytes)) else {
             return Ok(false);
         };
-        // A view of more elements than the memory it spans (expanded, unfolded): its copy
-        // would be larger than what it views, left to the recorder.
-        let numel = shape.iter().try_fold(1usize, |a, &n| a.checked_mul(n));
-        if span == 0
-            || numel.is_none_or(|n| n > span)
-            || ptr == 0
-            || !ptr.is_multiple_of(4)
-            || span
-                .checked_mul(4)
-                .is_none_or(|bytes| !ids.holds(ptr, bytes))
-        {
-            return Ok(false);
-        }
         let Some(mean_norm) = shim.get().mean_norm(v) else {
             return Ok(false);
         };
@@ -766,29 +707,24 @@ impl<'py> Walk<'py> {
         };
         let dname = &self.walker.dtypes[f.dtype].name;
         thread_local! {
-            static COPY: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
+            static COPY: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
         }
+        // SAFETY: the `span` bytes at `ptr` lie inside the tensor's storage (checked above),
+        // which the caller's arguments hold alive for the whole call; no Python code runs
+        // meanwhile.
+        let viewed = unsafe { borrow(ptr, span) };
         COPY.with_borrow_mut(|copy| -> PyResult<()> {
             copy.clear();
-            // SAFETY: every element of the view lies in the `span` floats at `ptr`, inside the
-            // tensor's storage (checked above), which the caller's arguments hold alive for
-            // the whole call; no Python code runs meanwhile.
-            unsafe { gather_f32(ptr as *const f32, shape, strides, copy) };
+            layout::gather_into(viewed, 4, 0, &size, &stride, copy);
             let read = Read {
                 mean_norm: Some(mean_norm),
                 own_copy: true,
             };
-            self.summarise(
-                v.py(),
-                bytemuck::cast_slice(copy),
-                dname,
-                shape,
-                requires_grad,
-                read,
-                |r| r.write_python_at(level, out),
-            )?;
+            self.summarise(v.py(), copy, dname, shape, requires_grad, read, |r| {
+                r.write_python_at(level, out)
+            })?;
             // A large view's copy is not kept for the rest of the run.
-            if copy.capacity() > COPY_KEPT_FLOATS {
+            if copy.capacity() > COPY_KEPT_BYTES {
                 *copy = Vec::new();
             }
             Ok(())
