@@ -978,8 +978,15 @@ pub fn write_file_unsynced(path: &Path, value: &Value) -> Result<()> {
 }
 
 fn newline_indent(out: &mut Vec<u8>, level: usize) {
-    out.push(b'\n');
-    out.resize(out.len() + level, b' ');
+    // One copy from a constant for the usual depths (a record sits 3 to 6 levels deep).
+    const NEWLINE_SPACES: &[u8; 33] = b"\n                                ";
+    match NEWLINE_SPACES.get(..=level) {
+        Some(text) => out.extend_from_slice(text),
+        None => {
+            out.push(b'\n');
+            out.resize(out.len() + level, b' ');
+        }
+    }
 }
 
 fn write_value(value: &Value, out: &mut Vec<u8>, level: usize) {
@@ -1127,6 +1134,17 @@ fn itoa_buf(v: i64) -> IntBuf {
 
 const HEX: &[u8; 16] = b"0123456789abcdef";
 
+/// The bytes a JSON string holds as they are: printable ASCII but `"` and `\`.
+const PLAIN: [bool; 256] = {
+    let mut t = [false; 256];
+    let mut c = 0x20;
+    while c < 0x7f {
+        t[c] = c != b'"' as usize && c != b'\\' as usize;
+        c += 1;
+    }
+    t
+};
+
 fn push_u_escape(out: &mut Vec<u8>, u: u32) {
     out.extend_from_slice(&[
         b'\\',
@@ -1147,6 +1165,15 @@ fn write_str(s: &Str, out: &mut Vec<u8>) {
 
 /// A [`Str`]'s bytes (WTF-8, so lone surrogates too) quoted and escaped as Python's json does.
 fn write_str_bytes(b: &[u8], out: &mut Vec<u8>) {
+    // Keys, type and dtype names, entry names: printable ASCII without quotes or backslashes,
+    // copied whole.
+    if b.iter().all(|&c| PLAIN[usize::from(c)]) {
+        out.reserve(b.len() + 2);
+        out.push(b'"');
+        out.extend_from_slice(b);
+        out.push(b'"');
+        return;
+    }
     out.push(b'"');
     let mut run = 0;
     let mut i = 0;

@@ -60,10 +60,10 @@ pub fn write_repr_f64<S: Sink + ?Sized>(x: f64, non_finite: NonFinite, out: &mut
         out.push_ascii(non_finite_text(x.is_nan(), x > 0.0, non_finite));
         return;
     }
-    let mut ryu_buf = ryu::Buffer::new();
-    let text = ryu_buf.format_finite(x).as_bytes();
+    let mut buf = zmij::Buffer::new();
+    let text = buf.format_finite(x).as_bytes();
     if positional_as_python(text) {
-        // Most values a dump holds: ryu's text is already Python's, so no re-layout.
+        // Most values a dump holds: zmij's text is already Python's, so no re-layout.
         out.push_ascii(text);
         return;
     }
@@ -72,10 +72,10 @@ pub fn write_repr_f64<S: Sink + ?Sized>(x: f64, non_finite: NonFinite, out: &mut
     layout(out, x.is_sign_negative(), &digits, scientific);
 }
 
-/// Whether ryu's text for a finite value is exactly Python's `repr`. ryu writes the same
+/// Whether zmij's text for a finite value is exactly Python's `repr`. zmij writes the same
 /// shortest digits positionally for decimal exponents -5 to 15 (`0.00001`, `12.5`,
 /// `1000000000000000.0`, with `.0` on integral values, a leading `-` on negative ones,
-/// `-0.0`) and in its own scientific form (`1e16`, `1.5e-7`) otherwise; Python writes
+/// `-0.0`) and in its own scientific form (`1e+16`, `1.5e-7`) otherwise; Python writes
 /// exponents -4 to 15 positionally, the same way. So the text is Python's unless it is
 /// scientific or has the exponent -5 (`0.0000` and a non-zero digit).
 #[inline]
@@ -99,8 +99,8 @@ pub fn write_str_f32<S: Sink + ?Sized>(x: f32, out: &mut S) {
         out.push_ascii(non_finite_text(x.is_nan(), x > 0.0, NonFinite::Python));
         return;
     }
-    let mut ryu_buf = ryu::Buffer::new();
-    let digits = Digits::parse(ryu_buf.format_finite(x.abs()).as_bytes());
+    let mut buf = zmij::Buffer::new();
+    let digits = Digits::parse(buf.format_finite(x.abs()).as_bytes());
     let abs = x.abs();
     let scientific = !(abs == 0.0 || (1e-4..1e16).contains(&f64::from(abs)));
     layout(out, x.is_sign_negative(), &digits, scientific);
@@ -126,8 +126,8 @@ struct Digits {
 }
 
 impl Digits {
-    /// Reads ryu's output, whichever of its layouts (`123.45`, `0.00012`, `1.5e16`,
-    /// `1e-7`, `100000.0`) it chose. ryu's digits are the ones Python and numpy print: the
+    /// Reads zmij's output, whichever of its layouts (`123.45`, `0.00012`, `1.5e+16`,
+    /// `1e-7`, `100000.0`) it chose. zmij's digits are the ones Python and numpy print: the
     /// fewest that round-trip, of those the closest to the exact value, an exact tie going to
     /// the even digit (the recorded tables in tests/ check all three).
     #[inline]
@@ -469,11 +469,11 @@ where
 mod tests {
     use super::*;
 
-    /// `repr` through the digits and Python's layout only (the path before ryu's own text was
-    /// taken where it is Python's).
+    /// `repr` through the digits and Python's layout only (the path before zmij's own text
+    /// was taken where it is Python's).
     fn repr_by_layout(x: f64) -> String {
-        let mut ryu_buf = ryu::Buffer::new();
-        let digits = Digits::parse(ryu_buf.format_finite(x.abs()).as_bytes());
+        let mut buf = zmij::Buffer::new();
+        let digits = Digits::parse(buf.format_finite(x.abs()).as_bytes());
         let mut out = String::new();
         layout(
             &mut out,
@@ -485,8 +485,8 @@ mod tests {
     }
 
     #[test]
-    fn ryu_text_taken_only_where_it_is_pythons() {
-        // Around every power of ten ryu or Python may switch layouts at, a few ulps each way,
+    fn zmij_text_taken_only_where_it_is_pythons() {
+        // Around every power of ten zmij or Python may switch layouts at, a few ulps each way,
         // both signs; then a spread of bit patterns.
         let mut xs = vec![
             0.0,
@@ -521,8 +521,8 @@ mod tests {
         let mut taken = 0;
         for x in xs.into_iter().filter(|x| x.is_finite()) {
             for x in [x, -x] {
-                let mut ryu_buf = ryu::Buffer::new();
-                taken += usize::from(positional_as_python(ryu_buf.format_finite(x).as_bytes()));
+                let mut buf = zmij::Buffer::new();
+                taken += usize::from(positional_as_python(buf.format_finite(x).as_bytes()));
                 assert_eq!(repr_f64(x), repr_by_layout(x), "{x:e} ({:#x})", x.to_bits());
             }
         }
