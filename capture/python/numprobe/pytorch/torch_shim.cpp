@@ -95,6 +95,22 @@ class PythonPostHook final : public torch::autograd::FunctionPostHook {
   PyObject* fn_;
 };
 
+// `body(t)` for the tensor of `obj` (a THPVariable, checked by the caller): what it returns,
+// or -1 for an undefined tensor or when torch throws, so that no exception crosses the C
+// boundary (the caller then takes the Python path).
+template <typename Body>
+int with_tensor(PyObject* obj, Body&& body) noexcept {
+  try {
+    const at::Tensor& t = THPVariable_Unpack(obj);
+    if (!t.defined()) {
+      return -1;
+    }
+    return body(t);
+  } catch (...) {
+    return -1;
+  }
+}
+
 }  // namespace
 
 extern "C" {
@@ -146,11 +162,7 @@ __attribute__((visibility("default"))) uint32_t numprobe_shim_meta_size() noexce
 __attribute__((visibility("default"))) int numprobe_tensor_meta_of(
     PyObject* obj,
     numprobe_tensor_meta* out) noexcept {
-  try {
-    const at::Tensor& t = THPVariable_Unpack(obj);
-    if (!t.defined()) {
-      return -1;
-    }
+  return with_tensor(obj, [out](const at::Tensor& t) {
     *out = numprobe_tensor_meta{};
     out->scalar_type = static_cast<int32_t>(t.scalar_type());
     out->strided = t.layout() == c10::kStrided;
@@ -181,9 +193,7 @@ __attribute__((visibility("default"))) int numprobe_tensor_meta_of(
       }
     }
     return 0;
-  } catch (...) {
-    return -1;
-  }
+  });
 }
 
 // Adds `hook` (a Python callable) as a post hook of the gradient function of `obj` (a
@@ -193,11 +203,7 @@ __attribute__((visibility("default"))) int numprobe_tensor_meta_of(
 __attribute__((visibility("default"))) int numprobe_add_post_hook(
     PyObject* obj,
     PyObject* hook) noexcept {
-  try {
-    const at::Tensor& t = THPVariable_Unpack(obj);
-    if (!t.defined()) {
-      return -1;
-    }
+  return with_tensor(obj, [hook](const at::Tensor& t) {
     // A reference to the tensor's own pointer (shared_ptr or intrusive_ptr by torch release).
     const auto& fn = t.grad_fn();
     if (!fn) {
@@ -205,9 +211,7 @@ __attribute__((visibility("default"))) int numprobe_add_post_hook(
     }
     fn->add_post_hook(std::make_unique<PythonPostHook>(hook));
     return 0;
-  } catch (...) {
-    return -1;
-  }
+  });
 }
 
 // Calls `fn(ctx, begin, end)` for each chunk of [0, n) as at::parallel_for cuts it with
@@ -238,20 +242,14 @@ __attribute__((visibility("default"))) int numprobe_mean_norm(
     PyObject* obj,
     double* mean,
     double* norm) noexcept {
-  try {
-    const at::Tensor& t = THPVariable_Unpack(obj);
-    if (!t.defined()) {
-      return -1;
-    }
+  return with_tensor(obj, [mean, norm](const at::Tensor& t) {
     at::NoGradGuard no_grad;
     double m = at::mean(t).item<double>();
     double n = at::linalg_vector_norm(t, 2).item<double>();
     *mean = m;
     *norm = n;
     return 0;
-  } catch (...) {
-    return -1;
-  }
+  });
 }
 
 // torch.is_grad_enabled() of this thread.
