@@ -1243,6 +1243,26 @@ mod tests {
     }
 
     #[test]
+    fn deep_nesting_indents_one_space_a_level_past_the_constant() {
+        // json.dumps(v, indent=1) of 40 nested single-item lists around 7: line `k` of the
+        // opening half is `k` spaces and `[`; the constant covers 32 levels, the rest is built.
+        let depth = 40;
+        let text = format!("{}7{}", "[".repeat(depth), "]".repeat(depth));
+        let mut want = String::new();
+        for k in 0..depth {
+            want.push_str(&format!("{}[\n", " ".repeat(k)));
+        }
+        want.push_str(&format!("{}7", " ".repeat(depth)));
+        for k in (0..depth).rev() {
+            want.push_str(&format!("\n{}]", " ".repeat(k)));
+        }
+        assert_eq!(
+            String::from_utf8(to_python_bytes(&p(&text).unwrap())).unwrap(),
+            want
+        );
+    }
+
+    #[test]
     fn python_tokens() {
         let v = p("[NaN, Infinity, -Infinity, 1.0, 12345678901234567890123, -0]").unwrap();
         assert_eq!(
