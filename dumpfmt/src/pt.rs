@@ -472,6 +472,7 @@ fn gather(
     // A failed allocation is an error for this file, not an abort of the whole process.
     let mut out = Vec::new();
     out.try_reserve_exact(nbytes).ok()?;
+    out.resize(nbytes, 0);
     numprobe_tensor::layout::gather_into(storage, item, offset, size, stride, &mut out);
     Some(out)
 }

@@ -44,52 +44,55 @@ pub fn last_offset(size: &[u64], stride: &[u64]) -> Option<u64> {
     })
 }
 
-/// Appends the `item`-byte elements of a strided view of `storage` (its first element at
-/// element `offset`) to `out` in C order: what torch's `contiguous()` makes of it. One
-/// innermost row at a time; a row of unit stride is one copy.
+/// Writes the `item`-byte elements of a strided view of `storage` (its first element at
+/// element `offset`) into `out` in C order: what torch's `contiguous()` makes of it. One
+/// innermost row at a time; a row of unit stride is one copy. The caller sizes `out` (so it
+/// may be the bytes of an aligned buffer of the element type).
 ///
 /// # Panics
-/// When the view reaches outside `storage` (check with [`last_offset`] first).
+/// When `out` is not `numel × item` bytes, or the view reaches outside `storage` (check with
+/// [`last_offset`] first).
 pub fn gather_into(
     storage: &[u8],
     item: usize,
     offset: u64,
     size: &[u64],
     stride: &[u64],
-    out: &mut Vec<u8>,
+    out: &mut [u8],
 ) {
+    let numel: u64 = size.iter().product();
+    assert_eq!(
+        out.len() as u64,
+        numel * item as u64,
+        "output of the wrong size"
+    );
     let start = offset as usize * item;
     let Some((&inner, outer)) = size.split_last() else {
-        out.extend_from_slice(&storage[start..start + item]);
+        out.copy_from_slice(&storage[start..start + item]);
         return;
     };
-    if size.contains(&0) {
+    if out.is_empty() {
         return;
     }
-    let inner = inner as usize;
+    let row_bytes = inner as usize * item;
     let step = stride[outer.len()] as usize * item;
     let mut idx = vec![0u64; outer.len()];
     let mut base = start;
-    loop {
-        let row = &storage[base..];
+    for row in out.chunks_exact_mut(row_bytes) {
+        let src = &storage[base..];
         if step == item {
-            out.extend_from_slice(&row[..inner * item]);
+            row.copy_from_slice(&src[..row_bytes]);
         } else {
             match item {
-                1 => push_strided::<1>(out, row, inner, step),
-                2 => push_strided::<2>(out, row, inner, step),
-                4 => push_strided::<4>(out, row, inner, step),
-                8 => push_strided::<8>(out, row, inner, step),
-                _ => (0..inner).for_each(|i| out.extend_from_slice(&row[i * step..][..item])),
+                1 => copy_strided::<1>(row, src, step),
+                2 => copy_strided::<2>(row, src, step),
+                4 => copy_strided::<4>(row, src, step),
+                8 => copy_strided::<8>(row, src, step),
+                _ => copy_strided_n(row, src, step, item),
             }
         }
         // The next row: an odometer over the outer dimensions, moving `base` along.
-        let mut d = outer.len();
-        loop {
-            if d == 0 {
-                return;
-            }
-            d -= 1;
+        for d in (0..outer.len()).rev() {
             idx[d] += 1;
             base += stride[d] as usize * item;
             if idx[d] < size[d] {
@@ -101,10 +104,15 @@ pub fn gather_into(
     }
 }
 
-fn push_strided<const N: usize>(out: &mut Vec<u8>, src: &[u8], n: usize, step: usize) {
-    for i in 0..n {
-        let at = i * step;
-        out.extend_from_slice(&src[at..at + N]);
+fn copy_strided<const N: usize>(dst: &mut [u8], src: &[u8], step: usize) {
+    for (i, d) in dst.chunks_exact_mut(N).enumerate() {
+        d.copy_from_slice(&src[i * step..i * step + N]);
+    }
+}
+
+fn copy_strided_n(dst: &mut [u8], src: &[u8], step: usize, item: usize) {
+    for (i, d) in dst.chunks_exact_mut(item).enumerate() {
+        d.copy_from_slice(&src[i * step..i * step + item]);
     }
 }
 
@@ -115,8 +123,8 @@ mod tests {
     #[test]
     fn views_gathered_in_c_order() {
         let storage: Vec<u8> = (0..24).collect();
-        let gather = |item, offset, size: &[u64], stride: &[u64]| {
-            let mut out = Vec::new();
+        let gather = |item: usize, offset, size: &[u64], stride: &[u64]| {
+            let mut out = vec![0u8; size.iter().product::<u64>() as usize * item];
             gather_into(&storage, item, offset, size, stride, &mut out);
             out
         };

@@ -280,8 +280,8 @@ struct View {
     ids: Option<StorageIds>,
 }
 
-/// Bytes of a strided view's copy kept for the next one; a larger copy is freed.
-const COPY_KEPT_BYTES: usize = 4 << 20;
+/// Floats of a strided view's copy kept for the next one (4 MiB); a larger copy is freed.
+const COPY_KEPT_FLOATS: usize = 1 << 20;
 
 /// A tensor's storage as torch's C++ API gives it.
 #[derive(Clone, Copy)]
@@ -684,14 +684,16 @@ impl<'py> Walk<'py> {
         };
         let size: Vec<u64> = shape.iter().map(|&n| n as u64).collect();
         let stride: Vec<u64> = strides.iter().map(|&n| n as u64).collect();
-        let numel = numprobe_tensor::checked_numel(shape);
+        let Some(numel) = numprobe_tensor::checked_numel(shape) else {
+            return Ok(false);
+        };
         // The bytes from the first element to the last, which must lie in the storage; a view
         // of more elements than that (expanded, unfolded) would copy more than it views: left
         // to the recorder.
         let span = layout::last_offset(&size, &stride)
             .and_then(|last| last.checked_add(1))
             .and_then(|n| usize::try_from(n).ok())
-            .filter(|&n| numel.is_some_and(|numel| numel <= n))
+            .filter(|&n| numel <= n)
             .and_then(|n| n.checked_mul(4));
         let Some(span) = span.filter(|&bytes| ptr != 0 && ids.holds(ptr, bytes)) else {
             return Ok(false);
@@ -707,7 +709,9 @@ impl<'py> Walk<'py> {
         };
         let dname = &self.walker.dtypes[f.dtype].name;
         thread_local! {
-            static COPY: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
+            // Floats, not bytes: the statistics read the copy as f32, which needs their
+            // alignment (a byte buffer's is the allocator's to give).
+            static COPY: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
         }
         // SAFETY: the `span` bytes at `ptr` lie inside the tensor's storage (checked above),
         // which the caller's arguments hold alive for the whole call; no Python code runs
@@ -715,16 +719,18 @@ impl<'py> Walk<'py> {
         let viewed = unsafe { borrow(ptr, span) };
         COPY.with_borrow_mut(|copy| -> PyResult<()> {
             copy.clear();
-            layout::gather_into(viewed, 4, 0, &size, &stride, copy);
+            copy.resize(numel, 0.0);
+            let bytes = bytemuck::cast_slice_mut::<f32, u8>(copy);
+            layout::gather_into(viewed, 4, 0, &size, &stride, bytes);
             let read = Read {
                 mean_norm: Some(mean_norm),
                 own_copy: true,
             };
-            self.summarise(v.py(), copy, dname, shape, requires_grad, read, |r| {
+            self.summarise(v.py(), bytes, dname, shape, requires_grad, read, |r| {
                 r.write_python_at(level, out)
             })?;
             // A large view's copy is not kept for the rest of the run.
-            if copy.capacity() > COPY_KEPT_BYTES {
+            if copy.capacity() > COPY_KEPT_FLOATS {
                 *copy = Vec::new();
             }
             Ok(())
