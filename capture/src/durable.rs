@@ -1,10 +1,10 @@
 //! The end of a clean step, off the recording thread: the step's JSON files, already complete
 //! under their names when [`crate::Session::settle`] returns, are fsynced with their
 //! directory on a worker thread, and then the journal is removed (and, on Linux, the next
-//! step's journal file and directories prepared: `journal_spare`, `dir_spare`). The recording thread
-//! pays for rendering and writing the files only; the fsyncs cost 2–5 ms of wall time per step
-//! on the development machine's virtio disk (benches/RESULTS.md), more than a small model's
-//! whole step.
+//! step's journal file, directories and JSON files prepared: `journal_spare`, `dir_spare`,
+//! `file_spare`). The recording thread pays for rendering and writing the files only; the
+//! fsyncs cost 2–5 ms of wall time per step on the development machine's virtio disk
+//! (benches/RESULTS.md), more than a small model's whole step.
 //!
 //! Until its job is done a step's journal stays: a process killed meanwhile leaves complete
 //! JSON files and the journal, which `numprobe validate` reports as an unfinished run and
@@ -145,11 +145,12 @@ fn finish(dir: &Path, files: &[Written], journal: Option<JournalWriter>) -> Resu
     if let Some(j) = journal {
         j.remove()?;
     }
-    // The next step's journal and directories, made while the recording thread runs that step.
+    // The next step's journal, directories and files, made while the recording thread runs that step.
     #[cfg(target_os = "linux")]
     {
         JournalWriter::prepare_next(dir, used);
         crate::dir_spare::prepare(dir);
+        crate::file_spare::prepare(dir);
     }
     #[cfg(not(target_os = "linux"))]
     let _ = (dir, used);

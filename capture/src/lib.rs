@@ -28,6 +28,8 @@
 mod dir_spare;
 pub mod durable;
 pub mod error;
+#[cfg(target_os = "linux")]
+mod file_spare;
 pub mod frames;
 pub mod journal;
 #[cfg(target_os = "linux")]

@@ -841,12 +841,20 @@ impl DumpState {
         &mut self,
         dir: &Path,
     ) -> Result<Vec<dumpfmt::outfile::Written>> {
-        let files: Vec<_> = self
-            .render_files()
-            .into_iter()
-            .map(|(name, bytes)| (dir.join(name), bytes))
-            .collect();
-        Ok(dumpfmt::outfile::write_all_for_later_sync(&files)?)
+        let mut written = Vec::with_capacity(3);
+        for (name, bytes) in self.render_files() {
+            let path = dir.join(name);
+            // Into a file the durability worker created ahead, where one is ready.
+            #[cfg(target_os = "linux")]
+            if let Some(w) = crate::file_spare::write(&path, &bytes) {
+                written.push(w);
+                continue;
+            }
+            written.extend(dumpfmt::outfile::write_all_for_later_sync(&[(
+                path, bytes,
+            )])?);
+        }
+        Ok(written)
     }
 
     /// Writes dump.json, and with `extra_info` stack.json and construct.json, into `dir`

@@ -160,6 +160,14 @@ pub struct Written {
 }
 
 impl Written {
+    /// A file its writer gave its final name in one step that never replaces what is there
+    /// and never follows a link (an unnamed file linked into place: Linux's `O_TMPFILE` and
+    /// `linkat`), complete before it had the name: made durable later as one
+    /// [`AtomicFile::commit_for_later_sync`] renamed.
+    pub fn linked(file: File, path: PathBuf) -> Written {
+        Written { file, path }
+    }
+
     pub fn path(&self) -> &Path {
         &self.path
     }
