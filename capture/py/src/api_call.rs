@@ -19,7 +19,7 @@ use crate::Session;
 use crate::call_sites::{self, CallSites, StackFrames};
 use crate::stage_timers::{Lap, Stage};
 use crate::torch_shim::TorchShim;
-use crate::walk::{MAX_DEPTH, NoTorchFunction};
+use crate::walk::{self, MAX_DEPTH, NoTorchFunction};
 
 thread_local! {
     /// Set while numprobe itself runs on this thread (recording values, or a recorded API's
@@ -266,6 +266,7 @@ impl ApiCalls {
                 }
             }
             lap.lap(Stage::Head);
+            let calls = walk::recorder_calls();
             {
                 let tf = TorchFunctions::for_walk(
                     self.mode_len.bind(py),
@@ -284,7 +285,7 @@ impl ApiCalls {
                 )?;
             }
             lap = Lap::start();
-            entry_done(py, rec, self.device_stats_bound)?;
+            entry_done(py, rec, self.device_stats_bound, calls)?;
             if let (Some((frame, skey)), None) = (site, group) {
                 // The first call from this site in this session: its frames (formatted once
                 // per process) go to the stack.
@@ -310,9 +311,10 @@ impl ApiCalls {
         lap.lap(Stage::Run);
         let _busy = Busy::set();
         let tf = TorchFunctions::for_walk(self.mode_len.bind(py), self.no_torch_function.bind(py))?;
+        let calls = walk::recorder_calls();
         Session::api_output_named(session, &entry, entry_name, &out, rec, tf.lazy())?;
         let mut lap = Lap::start();
-        entry_done(py, rec, self.device_stats_bound)?;
+        entry_done(py, rec, self.device_stats_bound, calls)?;
         let grad_enabled = match &self.shim {
             Some(shim) => shim.get().grad_enabled(),
             None => self.grad_enabled.bind(py).call0()?.is_truthy()?,
@@ -569,17 +571,23 @@ impl BackwardHook {
             ("input".to_owned(), grad_outputs),
             ("output".to_owned(), grad_inputs),
         ];
+        let calls = walk::recorder_calls();
         Session::lists_entry(session, self.entry.bind(py), lists, rec, tf.lazy())?;
-        entry_done(py, rec, self.device_stats_bound)?;
+        entry_done(py, rec, self.device_stats_bound, calls)?;
         lap.lap(Stage::BackwardHook);
         Ok(())
     }
 }
 
 /// Device statistics pending past the bound are read back once the entries holding them
-/// are journaled (the recorder's `_entry_done`).
+/// are journaled (the recorder's `_entry_done`). `calls`: [`walk::recorder_calls`] before
+/// the entry's walk; a walk that never called the recorder queued nothing (device tensors
+/// take the recorder's path), and the queue was checked after the entry before.
 /// (It turns torch functions off itself.)
-fn entry_done(py: Python<'_>, rec: &Bound<'_, PyAny>, bound: usize) -> PyResult<()> {
+fn entry_done(py: Python<'_>, rec: &Bound<'_, PyAny>, bound: usize, calls: u64) -> PyResult<()> {
+    if walk::recorder_calls() == calls {
+        return Ok(());
+    }
     let pending: usize = rec.getattr(intern!(py, "_dev_count"))?.extract()?;
     if pending >= bound && pending > 0 {
         rec.call_method0(intern!(py, "flush_device_stats"))?;

@@ -24,7 +24,7 @@
 //! dispatch to nothing) and the walk turns them off before it hands a value to the recorder
 //! (`Walk::lazy_tf`): entering and leaving the context costs more than reading a tensor.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::sync::Arc;
 
 use capture::state::VALUE_LEVEL;
@@ -43,6 +43,22 @@ use crate::stage_timers::{Lap, Stage};
 use crate::torch_shim::TorchShim;
 use crate::{TensorRec, borrow, record_in_place_into, sample_hash, to_value};
 use stats_gpu::torch_order::TorchThreads;
+
+thread_local! {
+    /// Calls of this thread's walks into the recorder (`value`, `outputs`). Only those can
+    /// queue device statistics, so a caller whose walk made none skips the recorder's check
+    /// of the queue (`api_call::entry_done`): an attribute read per entry saved.
+    static RECORDER_CALLS: Cell<u64> = const { Cell::new(0) };
+}
+
+/// How many calls this thread's walks have made into the recorder so far.
+pub(crate) fn recorder_calls() -> u64 {
+    RECORDER_CALLS.with(Cell::get)
+}
+
+fn count_recorder_call() {
+    RECORDER_CALLS.with(|c| c.set(c.get().wrapping_add(1)));
+}
 
 /// `torch._C.DisableTorchFunction` entered for a scope, left at its end.
 pub(crate) struct NoTorchFunction<'py>(Bound<'py, PyAny>);
@@ -442,6 +458,7 @@ impl<'py> Walk<'py> {
         });
         let path = PyTuple::new(py, steps.collect::<PyResult<Vec<_>>>()?)?;
         self.torch_functions_off()?;
+        count_recorder_call();
         let rec = self
             .recorder
             .call_method1(intern!(py, "value"), (v, &self.entry, path, kwname, depth))?;
@@ -947,6 +964,7 @@ impl<'py> Walk<'py> {
         }
         if v.is_instance_of::<PyTuple>() {
             self.torch_functions_off()?;
+            count_recorder_call();
             let rec = self
                 .recorder
                 .call_method1(intern!(py, "outputs"), (v, &self.entry))?;
