@@ -204,13 +204,19 @@ mod tests {
         v
     }
 
-    #[test]
-    fn a_prepared_step_directory_is_moved_into_place() {
-        let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    /// A dump directory (in a temporary one) with rank0's next step directories prepared.
+    fn prepared_rank0() -> (tempfile::TempDir, PathBuf) {
         let t = tempfile::tempdir().unwrap();
         let dump = t.path().join("dump");
         std::fs::create_dir(&dump).unwrap();
         prepare(&dump.join("step0").join("rank0"));
+        (t, dump)
+    }
+
+    #[test]
+    fn a_prepared_step_directory_is_moved_into_place() {
+        let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+        let (_t, dump) = prepared_rank0();
         let hidden = holder(&dump)
             .file_name()
             .unwrap()
@@ -258,10 +264,7 @@ mod tests {
     #[test]
     fn a_hidden_step_directory_holding_two_ranks_is_not_moved_whole() {
         let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-        let t = tempfile::tempdir().unwrap();
-        let dump = t.path().join("dump");
-        std::fs::create_dir(&dump).unwrap();
-        prepare(&dump.join("step0").join("rank0"));
+        let (_t, dump) = prepared_rank0();
         let hidden_step = holder(&dump).join("step");
         std::fs::create_dir(hidden_step.join("rank9")).unwrap();
         assert!(!holds_one(&hidden_step));
