@@ -145,7 +145,8 @@ fn finish(dir: &Path, files: &[Written], journal: Option<JournalWriter>) -> Resu
     if let Some(j) = journal {
         j.remove()?;
     }
-    // The next step's journal, directories and files, made while the recording thread runs that step.
+    // The next step's journal, directories and files, made while the recording thread runs
+    // that step.
     #[cfg(target_os = "linux")]
     {
         JournalWriter::prepare_next(dir, used);
