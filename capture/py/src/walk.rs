@@ -735,9 +735,11 @@ impl<'py> Walk<'py> {
         // meanwhile.
         let viewed = unsafe { borrow(ptr, span) };
         COPY.with_borrow_mut(|copy| -> PyResult<()> {
-            copy.clear();
-            copy.resize(numel, 0.0);
-            let bytes = bytemuck::cast_slice_mut::<f32, u8>(copy);
+            // Every element is written by the gather: only a buffer that grows is zeroed.
+            if copy.len() < numel {
+                copy.resize(numel, 0.0);
+            }
+            let bytes = bytemuck::cast_slice_mut::<f32, u8>(&mut copy[..numel]);
             layout::gather_into(viewed, 4, 0, &size, &stride, bytes);
             let read = Read {
                 mean_norm: Some(mean_norm),
