@@ -47,7 +47,8 @@ pub fn last_offset(size: &[u64], stride: &[u64]) -> Option<u64> {
 /// Writes the `item`-byte elements of a strided view of `storage` (its first element at
 /// element `offset`) into `out` in C order: what torch's `contiguous()` makes of it. One
 /// innermost row at a time; a row of unit stride is one copy. The caller sizes `out` (so it
-/// may be the bytes of an aligned buffer of the element type).
+/// may be the bytes of an aligned buffer of the element type); every byte of it is written,
+/// so a reused buffer needs no clearing first.
 ///
 /// # Panics
 /// When `out` is not `numel × item` bytes, or the view reaches outside `storage` (check with
@@ -123,8 +124,10 @@ mod tests {
     #[test]
     fn views_gathered_in_c_order() {
         let storage: Vec<u8> = (0..24).collect();
+        // Filled with a byte no storage byte below equals: an element the gather skipped
+        // would show (callers reuse buffers without clearing them).
         let gather = |item: usize, offset, size: &[u64], stride: &[u64]| {
-            let mut out = vec![0u8; size.iter().product::<u64>() as usize * item];
+            let mut out = vec![0xAAu8; size.iter().product::<u64>() as usize * item];
             gather_into(&storage, item, offset, size, stride, &mut out);
             out
         };
