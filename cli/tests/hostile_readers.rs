@@ -467,6 +467,66 @@ fn a_stack_json_that_is_not_a_file_is_refused_by_compare() {
     assert_run(&r, 0, &[]);
 }
 
+/// A dump's own JSON files are found in its rank directory, not named by the user, and
+/// msprobe and numprobe write them as files: a link there that leads out of the directory was
+/// planted, and every reader that finds one refuses it (validate: a problem; compare, and the
+/// report it writes: could not do the job) instead of reading another file of the machine into
+/// its tables and report. A link that stays inside the directory is followed, and a dump.json
+/// the user names on the command line is read wherever its link leads.
+#[cfg(unix)]
+#[test]
+fn dump_files_linked_out_of_their_directory_are_refused() {
+    use std::os::unix::fs::symlink;
+    let tmp = tempfile::tempdir().unwrap();
+    let g = tensor_dump(&tmp.path().join("golden"), INPUT);
+    // What the links lead to: well-formed files outside the dump, which a reader that follows
+    // them would take as the dump's own (so the old behaviour passes, and this test fails it).
+    let elsewhere = tensor_dump(&tmp.path().join("elsewhere"), INPUT);
+    std::fs::write(elsewhere.join("stack.json"), "{}").unwrap();
+    std::fs::write(elsewhere.join("construct.json"), "{}").unwrap();
+    for name in ["dump.json", "stack.json", "construct.json"] {
+        let t = tensor_dump(&tmp.path().join(format!("planted_{name}")), INPUT);
+        let link = t.join(name);
+        let _ = std::fs::remove_file(&link);
+        symlink(elsewhere.join(name), &link).unwrap();
+        let r = run(&[&"validate", &t]);
+        assert_run(&r, 1, &[name, "outside its directory"]);
+        let out = tmp.path().join(format!("out_{name}"));
+        let (r, csv) = compare(&t, &g, &out);
+        assert_run(&r, 2, &[name, "outside its directory"]);
+        // construct.json is read by the report, after the table.
+        if name != "construct.json" {
+            assert!(csv.is_empty(), "{name}: a table was written:\n{csv}");
+        }
+        // As the golden side too, where compare reads dump.json and the report construct.json
+        // (the golden's stacks are not read).
+        let (r, _) = compare(&g, &t, &tmp.path().join(format!("out_g_{name}")));
+        match name {
+            "stack.json" => assert_run(&r, 0, &[]),
+            _ => assert_run(&r, 2, &[name, "outside its directory"]),
+        }
+    }
+    // Inside the rank directory: followed.
+    let t = tensor_dump(&tmp.path().join("inside"), INPUT);
+    std::fs::rename(t.join("dump.json"), t.join("real_dump.json")).unwrap();
+    symlink("real_dump.json", t.join("dump.json")).unwrap();
+    std::fs::write(t.join("real_stack.json"), "{}").unwrap();
+    symlink("real_stack.json", t.join("stack.json")).unwrap();
+    assert_run(&run(&[&"validate", &t]), 0, &["0 problem(s)"]);
+    let (r, _) = compare(&t, &g, &tmp.path().join("out_inside"));
+    assert_run(&r, 0, &["| error | 0 | 0 |"]);
+    // Named by the user: the user's choice of file, followed.
+    let named = tmp.path().join("named");
+    std::fs::create_dir(&named).unwrap();
+    copy_tree(
+        &elsewhere.join("dump_tensor_data"),
+        &named.join("dump_tensor_data"),
+    );
+    symlink(elsewhere.join("dump.json"), named.join("dump.json")).unwrap();
+    let (r, _) = compare(&named.join("dump.json"), &g, &tmp.path().join("out_named"));
+    assert_run(&r, 0, &["| error | 0 | 0 |"]);
+}
+
 /// A readable tensor of a dtype compare does not take (here complex64, on both sides) is an
 /// `error` row that says so and names the file, not msprobe's "not found or read failed"
 /// (the file was found and read).

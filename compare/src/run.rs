@@ -223,7 +223,16 @@ fn is_regular(p: &Path) -> Result<bool> {
     }
 }
 
-/// Finds dump.json under a path: the file itself, a rank dir, a step dir or a dump root.
+/// [`is_regular`] of a file found in a dump directory, not named by the user: a link out of
+/// that directory is refused ([`dumpfmt::fsio::check_found_file`]).
+fn is_found_file(p: &Path) -> Result<bool> {
+    dumpfmt::fsio::check_found_file(p)?;
+    is_regular(p)
+}
+
+/// Finds dump.json under a path: the file itself, a rank dir, a step dir or a dump root (a
+/// dump.json named by the user is read wherever its links lead; one found in a directory
+/// only inside it).
 pub fn locate_dump_json(path: &Path, step: Option<u64>, rank: Option<u64>) -> Result<PathBuf> {
     if is_regular(path)? {
         return Ok(path.to_path_buf());
@@ -234,7 +243,7 @@ pub fn locate_dump_json(path: &Path, step: Option<u64>, rank: Option<u64>) -> Re
             path.display()
         )));
     }
-    if is_regular(&path.join("dump.json"))? {
+    if is_found_file(&path.join("dump.json"))? {
         return Ok(path.join("dump.json"));
     }
     let subdirs = |p: &Path, prefixes: &[&str]| -> Result<Vec<(Option<u64>, PathBuf)>> {
@@ -290,13 +299,13 @@ pub fn locate_dump_json(path: &Path, step: Option<u64>, rank: Option<u64>) -> Re
     } else {
         pick(steps, step, "step", path)?
     };
-    if is_regular(&step_dir.join("dump.json"))? {
+    if is_found_file(&step_dir.join("dump.json"))? {
         return Ok(step_dir.join("dump.json"));
     }
     let ranks = subdirs(&step_dir, &["rank", "proc"])?;
     let rank_dir = pick(ranks, rank, "rank", &step_dir)?;
     let f = rank_dir.join("dump.json");
-    if is_regular(&f)? {
+    if is_found_file(&f)? {
         Ok(f)
     } else {
         Err(Error::Usage(format!(
@@ -480,7 +489,10 @@ pub fn run_keeping(
     // name is refused by read_json (naming what it is) rather than silently skipped.
     let stack = match std::fs::symlink_metadata(&stack_path) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-        _ => Some(read_json(&stack_path)?),
+        _ => {
+            dumpfmt::fsio::check_found_file(&stack_path)?;
+            Some(read_json(&stack_path)?)
+        }
     };
     let mopts = MatchOptions {
         fuzzy: opts.fuzzy_match,

@@ -24,9 +24,12 @@ fn cell_json(c: &Cell) -> Value {
 /// side's statistics (`NPU max`, `NPU min`, `NPU mean`, `NPU l2norm`) or checksum (`NPU MD5`),
 /// read from the origin rank's dump.json (and stack.json).
 pub fn diff_analyze(rank_dir: &Path, origin: &Origin) -> crate::Result<String> {
-    let dump = dumpfmt::json::parse_file(&rank_dir.join("dump.json"))?;
+    let dump_path = rank_dir.join("dump.json");
+    dumpfmt::fsio::check_found_file(&dump_path)?;
+    let dump = dumpfmt::json::parse_file(&dump_path)?;
     let stack_path = rank_dir.join("stack.json");
     let stack = if stack_path.is_file() {
+        dumpfmt::fsio::check_found_file(&stack_path)?;
         Some(dumpfmt::json::parse_file(&stack_path)?)
     } else {
         None

@@ -64,6 +64,11 @@ pub enum Error {
     /// before any read, since reading one can block forever or never end.
     #[error("{file}: not a regular file (a {kind}); refusing to read it")]
     NotRegularFile { file: PathBuf, kind: &'static str },
+    /// A dump's own file (dump.json, stack.json, construct.json, found in its directory, not
+    /// named by the user) that is a symbolic link to a file outside that directory: refused,
+    /// see [`crate::fsio::check_found_file`].
+    #[error("{file}: a symbolic link to {target}, outside its directory; refusing to read it")]
+    LinkOutside { file: PathBuf, target: PathBuf },
     /// A directory that is not a dump root, step or rank directory.
     #[error("{dir}: {msg}")]
     Layout { dir: PathBuf, msg: String },

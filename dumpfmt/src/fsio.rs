@@ -31,6 +31,34 @@ pub fn open_regular(path: &Path) -> Result<File> {
     Ok(file)
 }
 
+/// Checks a file numprobe found in a dump directory (rather than one the user named): a
+/// symbolic link there is followed only when its final target lies inside the link's own
+/// directory (a dump whose files were moved and linked back within it); one that leads out of
+/// it is [`Error::LinkOutside`]. msprobe and numprobe write these files themselves, so such a
+/// link was planted, and following it would read any file of the machine into a compare's
+/// tables and report. A link to something other than a regular file is left to
+/// [`open_regular`], which names what it is.
+pub fn check_found_file(path: &Path) -> Result<()> {
+    let is_link = std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink());
+    if !is_link || !std::fs::metadata(path).is_ok_and(|m| m.is_file()) {
+        return Ok(());
+    }
+    let target = std::fs::canonicalize(path).map_err(|e| Error::io(path, e))?;
+    let dir = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    let dir = std::fs::canonicalize(dir).map_err(|e| Error::io(dir, e))?;
+    if target.starts_with(&dir) {
+        Ok(())
+    } else {
+        Err(Error::LinkOutside {
+            file: path.to_path_buf(),
+            target,
+        })
+    }
+}
+
 /// The whole contents of `path` when it is a regular file ([`open_regular`]'s rule); the
 /// read is bounded by the size the opened file has.
 pub fn read_regular(path: &Path) -> Result<Vec<u8>> {
@@ -77,6 +105,47 @@ pub fn kind_of(t: &std::fs::FileType) -> &'static str {
 #[cfg(all(test, unix))]
 mod tests {
     use super::*;
+
+    #[test]
+    fn found_files_are_followed_only_inside_their_directory() {
+        use std::os::unix::fs::symlink;
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("rank0");
+        std::fs::create_dir_all(dir.join("sub")).unwrap();
+        std::fs::write(tmp.path().join("secret.json"), b"{}").unwrap();
+        std::fs::write(dir.join("real.json"), b"{}").unwrap();
+        std::fs::write(dir.join("sub/deep.json"), b"{}").unwrap();
+        let inside = [
+            ("plain", None),
+            ("relative", Some("real.json")),
+            ("into_subdir", Some("sub/deep.json")),
+            ("out_and_back", Some("../rank0/real.json")),
+            // Not regular files: open_regular names what they are.
+            ("device", Some("/dev/null")),
+            ("dangling", Some("gone.json")),
+        ];
+        std::fs::write(dir.join("plain"), b"{}").unwrap();
+        for (name, to) in inside {
+            if let Some(to) = to {
+                symlink(to, dir.join(name)).unwrap();
+            }
+            assert!(check_found_file(&dir.join(name)).is_ok(), "{name}");
+        }
+        assert!(check_found_file(&dir.join("absent")).is_ok());
+        symlink("../secret.json", dir.join("parent")).unwrap();
+        symlink(tmp.path().join("secret.json"), dir.join("absolute")).unwrap();
+        // A chain: inside first, then out.
+        symlink("absolute", dir.join("chain")).unwrap();
+        for name in ["parent", "absolute", "chain"] {
+            let e = check_found_file(&dir.join(name)).unwrap_err();
+            assert!(matches!(e, Error::LinkOutside { .. }), "{name}: {e}");
+            let text = e.to_string();
+            assert!(
+                text.contains(name) && text.contains("secret.json"),
+                "{text}"
+            );
+        }
+    }
 
     #[test]
     fn refuses_directories_devices_and_fifos_without_blocking() {

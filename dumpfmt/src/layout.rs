@@ -81,11 +81,12 @@ pub struct RankDir {
 }
 
 impl RankDir {
-    /// Reads what is in `dir` (no recursion).
+    /// Reads what is in `dir` (no recursion). Its JSON files are kept when they are regular
+    /// files, or links that stay inside `dir` ([`crate::fsio::check_found_file`]).
     pub fn scan(dir: &Path) -> RankDir {
         let file = |n: &str| {
             let p = dir.join(n);
-            p.is_file().then_some(p)
+            (p.is_file() && crate::fsio::check_found_file(&p).is_ok()).then_some(p)
         };
         let td = dir.join("dump_tensor_data");
         RankDir {

@@ -88,6 +88,14 @@ impl Problem {
                 let msg = text.strip_prefix(&prefix).unwrap_or(&text).to_string();
                 Problem::new(file, "", msg)
             }
+            Error::LinkOutside { file, target } => Problem::new(
+                file,
+                "",
+                format!(
+                    "a symbolic link to {}, outside its directory; refusing to read it",
+                    target.display()
+                ),
+            ),
             Error::Layout { dir, msg } => Problem::new(dir, "", msg),
             Error::DataName { dir, name, problem } => {
                 Problem::new(dir, "", format!("data_name {name:?}: {problem}"))
@@ -371,10 +379,14 @@ fn validate_single_file(f: &Path, report: &mut Report) {
 pub const CAPTURE_JOURNAL: &str = "numprobe_journal.bin";
 
 fn validate_rank(r: &RankDir, report: &mut Report) {
-    // RankDir::scan keeps regular files only: say why a JSON file the rank needs is absent
-    // (missing, or a FIFO/directory/device where it should be), and do not open it.
+    // RankDir::scan keeps regular files only (links only inside the rank directory): say why
+    // a JSON file the rank needs is absent (missing, a FIFO/directory/device where it should
+    // be, or a link out of the dump), and do not open it.
     for name in ["dump.json", "debug.json", "stack.json", "construct.json"] {
         let p = r.dir.join(name);
+        if let Err(e) = crate::fsio::check_found_file(&p) {
+            report.problems.push(Problem::from_error(&e));
+        }
         if let Ok(meta) = std::fs::metadata(&p)
             && !meta.is_file()
         {

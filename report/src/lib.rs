@@ -38,12 +38,17 @@ pub enum Error {
 pub type Result<T> = std::result::Result<T, Error>;
 
 /// Reads the `construct.json` beside a `dump.json`; `None` when there is none. A FIFO, a
-/// directory or a malformed file under that name is an error naming the file.
+/// directory, a link out of the directory or a malformed file under that name is an error
+/// naming the file.
 pub fn construct_beside(dump_json: &Path) -> Result<Option<dumpfmt::construct::ConstructFile>> {
     let path = dump_json.with_file_name("construct.json");
     match std::fs::symlink_metadata(&path) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        _ => Ok(Some(dumpfmt::construct::ConstructFile::open(&path)?)),
+        _ => {
+            // Found beside dump.json, not named by the user: not followed out of its directory.
+            dumpfmt::fsio::check_found_file(&path)?;
+            Ok(Some(dumpfmt::construct::ConstructFile::open(&path)?))
+        }
     }
 }
 
