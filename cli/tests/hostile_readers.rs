@@ -515,6 +515,17 @@ fn dump_files_linked_out_of_their_directory_are_refused() {
     assert_run(&run(&[&"validate", &t]), 0, &["0 problem(s)"]);
     let (r, _) = compare(&t, &g, &tmp.path().join("out_inside"));
     assert_run(&r, 0, &["| error | 0 | 0 |"]);
+    // A whole-run compare (roots of two ranks): the rank with the planted link is not compared.
+    let (tr, gr) = (tmp.path().join("run_t"), tmp.path().join("run_g"));
+    for root in [&tr, &gr] {
+        let r0 = tensor_dump(root, INPUT);
+        copy_tree(&r0, &root.join("step0/rank1"));
+    }
+    let planted = tr.join("step0/rank1/dump.json");
+    std::fs::remove_file(&planted).unwrap();
+    symlink(elsewhere.join("dump.json"), &planted).unwrap();
+    let r = run(&[&"compare", &tr, &gr, &"--out", &tmp.path().join("out_run")]);
+    assert_run(&r, 2, &["rank1", "outside its directory"]);
     // Named by the user: the user's choice of file, followed.
     let named = tmp.path().join("named");
     std::fs::create_dir(&named).unwrap();
