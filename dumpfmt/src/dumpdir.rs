@@ -92,8 +92,12 @@ pub struct Rank {
 
 impl Rank {
     /// Parses the rank's `dump.json` and `debug.json` (when present); the first schema problem
-    /// is the error.
+    /// is the error, as is either file linked out of the rank directory
+    /// ([`Error::LinkOutside`](crate::Error::LinkOutside), which [`RankDir::scan`] leaves out).
     pub fn open(dir: RankDir) -> Result<Rank> {
+        for name in ["dump.json", "debug.json"] {
+            crate::fsio::check_found_file(&dir.dir.join(name))?;
+        }
         let dump = dir.dump_json.as_deref().map(DumpFile::open).transpose()?;
         let debug = dir.debug_json.as_deref().map(DumpFile::open).transpose()?;
         Ok(Rank { dir, dump, debug })

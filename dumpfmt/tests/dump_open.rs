@@ -319,3 +319,34 @@ fn links_are_followed_only_inside_the_tensor_directory() {
         "{report}"
     );
 }
+
+/// A rank's dump.json that links out of its directory is an error naming it, not a rank
+/// without a dump.json, and never read.
+#[cfg(unix)]
+#[test]
+fn a_dump_json_linked_out_of_its_rank_directory_is_an_error() {
+    use std::os::unix::fs::symlink;
+
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("dump");
+    let rank_path = tiny_dump(&root, "a.pt");
+    let elsewhere = tmp.path().join("elsewhere.json");
+    std::fs::rename(rank_path.join("dump.json"), &elsewhere).unwrap();
+    symlink(&elsewhere, rank_path.join("dump.json")).unwrap();
+    let dump = Dump::open(&root).unwrap();
+    let e = dump.ranks().next().unwrap().unwrap_err();
+    match &e {
+        Error::LinkOutside { file, target } => {
+            assert_eq!(file, &rank_path.join("dump.json"));
+            assert_eq!(target, &elsewhere.canonicalize().unwrap());
+        }
+        other => panic!("{other}"),
+    }
+    // Linked inside the rank directory: read.
+    std::fs::remove_file(rank_path.join("dump.json")).unwrap();
+    std::fs::rename(&elsewhere, rank_path.join("real.json")).unwrap();
+    symlink("real.json", rank_path.join("dump.json")).unwrap();
+    let dump = Dump::open(&root).unwrap();
+    let rank = dump.ranks().next().unwrap().unwrap();
+    assert!(rank.dump().is_some());
+}
