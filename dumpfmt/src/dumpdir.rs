@@ -93,7 +93,7 @@ pub struct Rank {
 impl Rank {
     /// Parses the rank's `dump.json` and `debug.json` (when present); the first schema problem
     /// is the error, as is either file linked out of the rank directory
-    /// ([`Error::LinkOutside`](crate::Error::LinkOutside), which [`RankDir::scan`] leaves out).
+    /// ([`Error::LinkOutside`], which [`RankDir::scan`] leaves out).
     pub fn open(dir: RankDir) -> Result<Rank> {
         for name in ["dump.json", "debug.json"] {
             crate::fsio::check_found_file(&dir.dir.join(name))?;
