@@ -6,7 +6,7 @@
 //! opened with `fstat`, so a file swapped between a check and the open is still caught.
 
 use std::fs::File;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
 
@@ -43,20 +43,31 @@ pub fn check_found_file(path: &Path) -> Result<()> {
     if !is_link || !std::fs::metadata(path).is_ok_and(|m| m.is_file()) {
         return Ok(());
     }
-    let target = std::fs::canonicalize(path).map_err(|e| Error::io(path, e))?;
-    let dir = match path.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p,
-        _ => Path::new("."),
-    };
-    let dir = std::fs::canonicalize(dir).map_err(|e| Error::io(dir, e))?;
-    if target.starts_with(&dir) {
-        Ok(())
-    } else {
-        Err(Error::LinkOutside {
+    match real_path_outside(path, parent_dir(path))? {
+        None => Ok(()),
+        Some(target) => Err(Error::LinkOutside {
             file: path.to_path_buf(),
             target,
-        })
+        }),
     }
+}
+
+/// `path`'s directory (`.` for a bare name).
+pub(crate) fn parent_dir(path: &Path) -> &Path {
+    match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    }
+}
+
+/// The real path of `path` (every link resolved) when it lies outside the real path of `dir`
+/// (which may itself be reached through links, e.g. a dump moved to another disk and linked
+/// back); `None` inside. The one rule of every reader that follows a link of a dump: the
+/// dump's own files here, its tensor directory and tensor files in `layout`.
+pub(crate) fn real_path_outside(path: &Path, dir: &Path) -> Result<Option<PathBuf>> {
+    let target = std::fs::canonicalize(path).map_err(|e| Error::io(path, e))?;
+    let dir = std::fs::canonicalize(dir).map_err(|e| Error::io(dir, e))?;
+    Ok((!target.starts_with(&dir)).then_some(target))
 }
 
 /// The whole contents of `path` when it is a regular file ([`open_regular`]'s rule); the

@@ -11,6 +11,7 @@ use std::fmt;
 use std::path::{Component, Path, PathBuf};
 
 use crate::error::{DataNameProblem, Error, Result};
+use crate::fsio;
 use crate::tensor::{Tensor, read_tensor};
 
 /// The name of a rank directory.
@@ -288,16 +289,10 @@ pub fn resolve_data_name(tensor_dir: &Path, data_name: &str) -> Result<PathBuf> 
     }
     // The directory itself may be a link (a dump moved and linked back), but not one that
     // leads out of the rank directory it sits in: that would read another dump's files, or any.
-    if std::fs::symlink_metadata(tensor_dir).is_ok_and(|m| m.file_type().is_symlink()) {
-        let target = std::fs::canonicalize(tensor_dir).map_err(|e| Error::io(tensor_dir, e))?;
-        let rank_dir = match tensor_dir.parent() {
-            Some(p) if !p.as_os_str().is_empty() => p,
-            _ => Path::new("."),
-        };
-        let rank_dir = std::fs::canonicalize(rank_dir).map_err(|e| Error::io(rank_dir, e))?;
-        if !target.starts_with(&rank_dir) {
-            return Err(refuse(DataNameProblem::DirOutsideDump { target }));
-        }
+    if std::fs::symlink_metadata(tensor_dir).is_ok_and(|m| m.file_type().is_symlink())
+        && let Some(target) = fsio::real_path_outside(tensor_dir, fsio::parent_dir(tensor_dir))?
+    {
+        return Err(refuse(DataNameProblem::DirOutsideDump { target }));
     }
     let path = tensor_dir.join(data_name);
     let meta = match std::fs::symlink_metadata(&path) {
@@ -313,20 +308,17 @@ pub fn resolve_data_name(tensor_dir: &Path, data_name: &str) -> Result<PathBuf> 
     if !meta.file_type().is_symlink() {
         return Err(refuse(DataNameProblem::NotRegularFile));
     }
-    // A link: its final target must lie under the directory's own real path (which may itself
-    // be reached through links, e.g. a dump moved to another disk and linked back).
-    let target = match std::fs::canonicalize(&path) {
-        Ok(t) => t,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+    // A link: its final target must lie under the directory's own real path.
+    match fsio::real_path_outside(&path, tensor_dir) {
+        Ok(None) => {}
+        Ok(Some(target)) => return Err(refuse(DataNameProblem::OutsideDir { target })),
+        Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
+            // A dangling link (a missing tensor directory fails earlier, at symlink_metadata).
             return Err(refuse(DataNameProblem::Missing));
         }
-        Err(e) => return Err(Error::io(&path, e)),
-    };
-    let dir = std::fs::canonicalize(tensor_dir).map_err(|e| Error::io(tensor_dir, e))?;
-    if !target.starts_with(&dir) {
-        return Err(refuse(DataNameProblem::OutsideDir { target }));
+        Err(e) => return Err(e),
     }
-    if !target.is_file() {
+    if !path.is_file() {
         return Err(refuse(DataNameProblem::NotRegularFile));
     }
     Ok(path)
