@@ -492,6 +492,9 @@ fn find_journals(dir: &Path, out: &mut Vec<PathBuf>) -> Result<()> {
             }
             find_journals(&p, out)?;
         } else if e.file_name() == journal::FILE_NAME {
+            // Found, not named: a link out of its directory would replay another capture's
+            // journal (or any file) into this rank's files.
+            dumpfmt::fsio::check_found_file(&p)?;
             out.push(p);
         }
     }

@@ -316,6 +316,37 @@ fn an_entry_with_its_stack_reference_is_two_frames_of_one_write() {
     assert_eq!(a.state().data(), b.state().data());
 }
 
+/// A journal found in a dump (not named by the user) that is a link out of its directory is
+/// refused, never replayed into that directory's files: it could be another capture's journal,
+/// or any file. A journal the user names is read wherever its link leads.
+#[cfg(unix)]
+#[test]
+fn recover_refuses_a_journal_linked_out_of_its_directory() {
+    let tmp = tempfile::tempdir().unwrap();
+    let other = tmp.path().join("other");
+    let mut s = Session::create(&other, meta()).unwrap();
+    for r in sample_records().into_iter().skip(1) {
+        s.record(r).unwrap();
+    }
+    // Dropped without write_json: the journal stays, as after a crash.
+    drop(s);
+    let rank = tmp.path().join("dump/step0/rank0");
+    std::fs::create_dir_all(&rank).unwrap();
+    let link = rank.join(journal::FILE_NAME);
+    std::os::unix::fs::symlink(other.join(journal::FILE_NAME), &link).unwrap();
+    let e = capture::recover(&tmp.path().join("dump")).unwrap_err();
+    let text = e.to_string();
+    assert!(
+        text.contains("outside its directory") && text.contains(journal::FILE_NAME),
+        "{text}"
+    );
+    assert!(!rank.join("dump.json").exists());
+    // Named by the user: replayed into the link's directory.
+    let rec = capture::recover(&link).unwrap();
+    assert_eq!(rec[0].entries, 2);
+    assert!(rank.join("dump.json").is_file());
+}
+
 #[test]
 fn recover_without_journal_is_an_error() {
     let root = tempfile::tempdir().unwrap();

@@ -538,6 +538,104 @@ fn dump_files_linked_out_of_their_directory_are_refused() {
     assert_run(&r, 0, &["| error | 0 | 0 |"]);
 }
 
+/// Step and rank directories are found by walking the directory the user named, and the
+/// writers make them as directories: one that is a link leading out of the dump was planted,
+/// and entering it would read another dump (or any directory holding a dump.json) as this
+/// one's. validate reports it, the single-pair compare refuses it (exit 2), the whole-run
+/// compare compares the other ranks, names it in its output and summary and exits 2; a link
+/// that stays inside the dump is entered.
+#[cfg(unix)]
+#[test]
+fn step_and_rank_directories_linked_out_of_the_dump_are_refused() {
+    use std::os::unix::fs::symlink;
+    let tmp = tempfile::tempdir().unwrap();
+    let g = tensor_dump(&tmp.path().join("golden"), INPUT);
+    // A well-formed rank outside the dump, which a walk that follows the links would compare
+    // (and pass) as the target's.
+    let elsewhere = tensor_dump(&tmp.path().join("elsewhere"), INPUT);
+    let t = tmp.path().join("planted");
+    std::fs::create_dir_all(t.join("step0")).unwrap();
+    symlink(&elsewhere, t.join("step0/rank0")).unwrap();
+    assert_run(
+        &run(&[&"validate", &t]),
+        1,
+        &["step0/rank0", "outside the dump"],
+    );
+    let (r, csv) = compare(&t, &g, &tmp.path().join("out_rank"));
+    assert_run(&r, 2, &["step0/rank0", "outside the dump"]);
+    assert!(csv.is_empty(), "a table was written:\n{csv}");
+    // As the golden side too, and a step directory linked out.
+    let (r, _) = compare(&g, &t, &tmp.path().join("out_golden"));
+    assert_run(&r, 2, &["step0/rank0", "outside the dump"]);
+    let t2 = tmp.path().join("planted_step");
+    std::fs::create_dir(&t2).unwrap();
+    symlink(elsewhere.parent().unwrap(), t2.join("step0")).unwrap();
+    let (r, _) = compare(&t2, &g, &tmp.path().join("out_step"));
+    assert_run(&r, 2, &["step0", "outside the dump"]);
+    // The whole-run compare: rank0 is compared, rank1 (planted) is not, and the run says why.
+    let (tr, gr) = (tmp.path().join("run_t"), tmp.path().join("run_g"));
+    for root in [&tr, &gr] {
+        let r0 = tensor_dump(root, INPUT);
+        if root == &gr {
+            copy_tree(&r0, &root.join("step0/rank1"));
+        }
+    }
+    symlink(&elsewhere, tr.join("step0/rank1")).unwrap();
+    let out = tmp.path().join("out_run");
+    let r = run(&[&"compare", &tr, &gr, &"--out", &out]);
+    assert_run(
+        &r,
+        2,
+        &["rank1", "outside the dump", "step0/rank0: 0 error rows"],
+    );
+    let summary = std::fs::read_to_string(out.join("summary.md")).unwrap();
+    assert!(
+        summary.contains("Not compared:") && summary.contains("outside the dump"),
+        "{summary}"
+    );
+    // Inside the dump: entered, by validate and by both compares.
+    std::fs::remove_file(tr.join("step0/rank1")).unwrap();
+    copy_tree(&tr.join("step0/rank0"), &tr.join("kept_rank1"));
+    symlink("../kept_rank1", tr.join("step0/rank1")).unwrap();
+    assert_run(
+        &run(&[&"validate", &tr]),
+        0,
+        &["2 rank dir(s)", "0 problem(s)"],
+    );
+    let r = run(&[
+        &"compare",
+        &tr,
+        &gr,
+        &"--out",
+        &tmp.path().join("out_run_inside"),
+    ]);
+    assert_run(&r, 0, &["step0/rank1: 0 error rows"]);
+    // The dump is the directory the user names: from the step directory, the same link
+    // leads out of it.
+    let r = run(&[
+        &"compare",
+        &tr.join("step0"),
+        &gr.join("step0"),
+        &"--out",
+        &tmp.path().join("out_steps"),
+    ]);
+    assert_run(
+        &r,
+        2,
+        &["step0/rank1", "outside the dump", "rank0: 0 error rows"],
+    );
+    let r = run(&[
+        &"compare",
+        &tr,
+        &gr,
+        &"--rank",
+        &"1",
+        &"--out",
+        &tmp.path().join("out_one_inside"),
+    ]);
+    assert_run(&r, 0, &["| error | 0 | 0 |"]);
+}
+
 /// A readable tensor of a dtype compare does not take (here complex64, on both sides) is an
 /// `error` row that says so and names the file, not msprobe's "not found or read failed"
 /// (the file was found and read).

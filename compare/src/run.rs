@@ -232,7 +232,7 @@ fn is_found_file(p: &Path) -> Result<bool> {
 
 /// Finds dump.json under a path: the file itself, a rank dir, a step dir or a dump root (a
 /// dump.json named by the user is read wherever its links lead; one found in a directory
-/// only inside it).
+/// only inside it; a step or rank directory found below the path only inside the path).
 pub fn locate_dump_json(path: &Path, step: Option<u64>, rank: Option<u64>) -> Result<PathBuf> {
     if is_regular(path)? {
         return Ok(path.to_path_buf());
@@ -299,11 +299,15 @@ pub fn locate_dump_json(path: &Path, step: Option<u64>, rank: Option<u64>) -> Re
     } else {
         pick(steps, step, "step", path)?
     };
+    // The directories chosen below the named one stay inside it (a planted link out of the
+    // dump would compare another dump, or any directory holding a dump.json, as this one).
+    dumpfmt::fsio::check_found_dir(&step_dir, path)?;
     if is_found_file(&step_dir.join("dump.json"))? {
         return Ok(step_dir.join("dump.json"));
     }
     let ranks = subdirs(&step_dir, &["rank", "proc"])?;
     let rank_dir = pick(ranks, rank, "rank", &step_dir)?;
+    dumpfmt::fsio::check_found_dir(&rank_dir, path)?;
     let f = rank_dir.join("dump.json");
     if is_found_file(&f)? {
         Ok(f)

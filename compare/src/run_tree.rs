@@ -45,32 +45,56 @@ pub struct RankDir {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct RunTree {
     pub steps: BTreeMap<Option<u64>, Vec<RankDir>>,
+    /// Step and rank directories that are links leading out of the root: not entered
+    /// ([`dumpfmt::fsio::check_found_dir`]).
+    pub links_out: Vec<dumpfmt::layout::LinkOut>,
 }
 
-/// Numbered subdirectories `{prefix}{n}` of `dir`, sorted; links are not followed (a dump
-/// received from elsewhere stays inside itself).
-fn numbered_dirs(dir: &Path, prefix: &str) -> Result<Vec<(u64, PathBuf)>> {
+/// Numbered subdirectories `{prefix}{n}` of `dir`, sorted. A link is entered only when it
+/// stays inside `root` (a dump received from elsewhere stays inside itself); one leading out
+/// is noted in `links_out` instead.
+fn numbered_dirs(
+    dir: &Path,
+    prefix: &str,
+    root: &Path,
+    links_out: &mut Vec<dumpfmt::layout::LinkOut>,
+) -> Result<Vec<(u64, PathBuf)>> {
     let mut v = Vec::new();
     for e in std::fs::read_dir(dir).map_err(|e| Error::io(dir, e))? {
         let e = e.map_err(|e| Error::io(dir, e))?;
-        let Ok(ft) = e.file_type() else { continue };
-        if !ft.is_dir() {
-            continue;
-        }
         let name = e.file_name().to_string_lossy().into_owned();
-        if let Some(n) = name
+        let Some(n) = name
             .strip_prefix(prefix)
             .and_then(|s| s.parse::<u64>().ok())
-        {
-            v.push((n, e.path()));
+        else {
+            continue;
+        };
+        let Ok(ft) = e.file_type() else { continue };
+        let path = e.path();
+        if ft.is_symlink() && path.is_dir() {
+            match dumpfmt::fsio::check_found_dir(&path, root) {
+                Ok(()) => {}
+                Err(dumpfmt::Error::DirOutsideDump { dir, target, root }) => {
+                    links_out.push(dumpfmt::layout::LinkOut { dir, target, root });
+                    continue;
+                }
+                Err(e) => return Err(e.into()),
+            }
+        } else if !ft.is_dir() {
+            continue;
         }
+        v.push((n, path));
     }
     v.sort();
     Ok(v)
 }
 
-fn rank_dirs(step_dir: &Path) -> Result<Vec<RankDir>> {
-    Ok(numbered_dirs(step_dir, "rank")?
+fn rank_dirs(
+    step_dir: &Path,
+    root: &Path,
+    links_out: &mut Vec<dumpfmt::layout::LinkOut>,
+) -> Result<Vec<RankDir>> {
+    Ok(numbered_dirs(step_dir, "rank", root, links_out)?
         .into_iter()
         .filter(|(_, d)| d.join("dump.json").is_file())
         .map(|(rank, dir)| RankDir { rank, dir })
@@ -84,15 +108,15 @@ pub fn discover(root: &Path) -> Result<Option<RunTree>> {
         return Ok(None);
     }
     let mut tree = RunTree::default();
-    let steps = numbered_dirs(root, "step")?;
+    let steps = numbered_dirs(root, "step", root, &mut tree.links_out)?;
     if steps.is_empty() {
-        let ranks = rank_dirs(root)?;
+        let ranks = rank_dirs(root, root, &mut tree.links_out)?;
         if !ranks.is_empty() {
             tree.steps.insert(None, ranks);
         }
     } else {
         for (s, dir) in steps {
-            let ranks = rank_dirs(&dir)?;
+            let ranks = rank_dirs(&dir, root, &mut tree.links_out)?;
             if !ranks.is_empty() {
                 tree.steps.insert(Some(s), ranks);
             }
@@ -112,11 +136,13 @@ pub struct PairJob {
     pub bytes: u64,
 }
 
-/// What a plan leaves out: (step, rank) present on one side only.
+/// What a plan leaves out: (step, rank) present on one side only, and the directories of
+/// either side not entered (links out of their root, [`RunTree::links_out`]).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Unpaired {
     pub target_only: Vec<(Option<u64>, u64)>,
     pub golden_only: Vec<(Option<u64>, u64)>,
+    pub links_out: Vec<dumpfmt::layout::LinkOut>,
 }
 
 /// Sum of the regular files' sizes of a rank directory's dump.json and dump_tensor_data/
@@ -151,7 +177,10 @@ pub fn plan(
     ranks: &[u64],
 ) -> Result<(Vec<PairJob>, Unpaired)> {
     let mut jobs = Vec::new();
-    let mut unpaired = Unpaired::default();
+    let mut unpaired = Unpaired {
+        links_out: [&target.links_out[..], &golden.links_out[..]].concat(),
+        ..Unpaired::default()
+    };
     let single = |t: &RunTree| t.steps.len() == 1 && t.steps.contains_key(&None);
     let pairs_of_steps: Vec<(Option<u64>, &Vec<RankDir>, &Vec<RankDir>)> = if single(target)
         || single(golden)
@@ -454,9 +483,10 @@ impl RunOutcome {
             .iter()
             .any(|p| matches!(&p.result, Ok((_, s)) if s.row_levels[2] > 0))
     }
-    /// Whether some pair could not be compared (exit 2).
+    /// Whether some pair could not be compared, or some rank directory was not entered (a
+    /// link out of its dump): exit 2.
     pub fn has_failures(&self) -> bool {
-        self.pairs.iter().any(|p| p.result.is_err())
+        self.pairs.iter().any(|p| p.result.is_err()) || !self.unpaired.links_out.is_empty()
     }
 }
 

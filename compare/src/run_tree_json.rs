@@ -144,6 +144,9 @@ pub fn summary_markdown(
             list(&unpaired.golden_only)
         ));
     }
+    for l in &unpaired.links_out {
+        s.push_str(&format!("\nNot compared: {}\n", l.to_error()));
+    }
     s.push_str("\n## Across ranks\n");
     for v in views {
         s.push_str(&format!("\n### {}\n\n", step_label(v.step)));
@@ -235,6 +238,11 @@ pub fn run_json(pairs: &[PairOutcome], unpaired: &Unpaired, views: &[StepView]) 
         "steps": steps,
         "target_only": only(&unpaired.target_only),
         "golden_only": only(&unpaired.golden_only),
+        "not_entered": unpaired.links_out.iter().map(|l| json!({
+            "dir": l.dir.to_string_lossy(),
+            "target": l.target.to_string_lossy(),
+            "reason": l.to_error().to_string(),
+        })).collect::<Vec<_>>(),
     }))
     .expect("JSON values serialize")
 }

@@ -43,10 +43,19 @@ impl Dump {
     /// Opens a dump root (`step{N}/` dirs inside), a MindSpore split root (`graph/`,
     /// `pynative/`), a step directory or a rank directory. A single file is refused
     /// ([`Error::Layout`]): read it with [`DumpFile::open`] or [`crate::tensor::read_tensor`].
+    /// A step, rank or split directory below `path` that links out of it is
+    /// [`Error::DirOutsideDump`] ([`crate::fsio::check_found_dir`]).
     pub fn open(path: impl AsRef<Path>) -> Result<Dump> {
         let path = path.as_ref();
         match layout::discover(path)? {
-            Layout::Tree { root, ranks } => Ok(Dump { root, ranks }),
+            Layout::Tree {
+                root,
+                ranks,
+                links_out,
+            } => match links_out.first() {
+                Some(link) => Err(link.to_error()),
+                None => Ok(Dump { root, ranks }),
+            },
             Layout::File(_) => Err(Error::Layout {
                 dir: path.to_path_buf(),
                 msg: "a file, not a dump directory (read it with DumpFile::open or \

@@ -69,6 +69,15 @@ pub enum Error {
     /// see [`crate::fsio::check_found_file`].
     #[error("{file}: a symbolic link to {target}, outside its directory; refusing to read it")]
     LinkOutside { file: PathBuf, target: PathBuf },
+    /// A step, rank or split directory found while walking a dump from `root` (the directory
+    /// the user named) that is a symbolic link leading out of `root`: not entered, see
+    /// [`crate::fsio::check_found_dir`].
+    #[error("{dir}: a symbolic link to {target}, outside the dump {root}; refusing to enter it")]
+    DirOutsideDump {
+        dir: PathBuf,
+        target: PathBuf,
+        root: PathBuf,
+    },
     /// A directory that is not a dump root, step or rank directory.
     #[error("{dir}: {msg}")]
     Layout { dir: PathBuf, msg: String },

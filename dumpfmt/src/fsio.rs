@@ -52,6 +52,26 @@ pub fn check_found_file(path: &Path) -> Result<()> {
     }
 }
 
+/// Checks a directory found while walking a dump from `root`, the directory the user named (a
+/// step, rank or split directory below it): a symbolic link there is entered only when its
+/// target lies inside `root` (a step directory moved and linked back within the dump); one
+/// leading out of it is [`Error::DirOutsideDump`]. The dump's writers make these directories
+/// themselves, so such a link was planted, and entering it would read another dump, or any
+/// directory of the machine that happens to hold a dump.json, as this one's.
+pub fn check_found_dir(path: &Path, root: &Path) -> Result<()> {
+    if !std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink()) {
+        return Ok(());
+    }
+    match real_path_outside(path, root)? {
+        None => Ok(()),
+        Some(target) => Err(Error::DirOutsideDump {
+            dir: path.to_path_buf(),
+            target,
+            root: root.to_path_buf(),
+        }),
+    }
+}
+
 /// `path`'s directory (`.` for a bare name).
 pub(crate) fn parent_dir(path: &Path) -> &Path {
     match path.parent() {
@@ -155,6 +175,51 @@ mod tests {
                 text.contains(name) && text.contains("secret.json"),
                 "{text}"
             );
+        }
+    }
+
+    #[test]
+    fn found_dirs_are_entered_only_inside_the_dump() {
+        use std::os::unix::fs::symlink;
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join("dump");
+        std::fs::create_dir_all(root.join("step0/rank0")).unwrap();
+        std::fs::create_dir_all(root.join("moved/rank1")).unwrap();
+        std::fs::create_dir_all(tmp.path().join("other/rank2")).unwrap();
+        // Inside the root: a plain directory, a link within the step, a link to another part
+        // of the dump (a step moved and linked back), a link out and back in.
+        symlink("rank0", root.join("step0/rank3")).unwrap();
+        symlink("../moved/rank1", root.join("step0/rank1")).unwrap();
+        symlink("../../dump/step0/rank0", root.join("step0/rank4")).unwrap();
+        for name in ["rank0", "rank3", "rank1", "rank4"] {
+            assert!(
+                check_found_dir(&root.join("step0").join(name), &root).is_ok(),
+                "{name}"
+            );
+        }
+        // A root reached through a link of its own (the user's choice) is still the root.
+        symlink(&root, tmp.path().join("alias")).unwrap();
+        let alias = tmp.path().join("alias");
+        assert!(check_found_dir(&alias.join("step0/rank1"), &alias).is_ok());
+        symlink("../../other/rank2", root.join("step0/rank2")).unwrap();
+        symlink(tmp.path().join("other"), root.join("step1")).unwrap();
+        // Inside first, then out.
+        symlink("rank2", root.join("step0/rank5")).unwrap();
+        for dir in ["step0/rank2", "step1", "step0/rank5"] {
+            let e = check_found_dir(&root.join(dir), &root).unwrap_err();
+            match &e {
+                Error::DirOutsideDump {
+                    dir: d,
+                    target,
+                    root: r,
+                } => {
+                    assert_eq!(d, &root.join(dir));
+                    assert!(target.starts_with(tmp.path().canonicalize().unwrap().join("other")));
+                    assert_eq!(r, &root);
+                }
+                other => panic!("{dir}: {other}"),
+            }
+            assert!(e.to_string().contains("outside the dump"), "{e}");
         }
     }
 

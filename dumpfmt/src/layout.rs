@@ -126,11 +126,36 @@ impl RankDir {
     }
 }
 
+/// A step, rank or split directory [`discover`] found and did not enter: a symbolic link to
+/// `target`, outside the dump `root` ([`crate::fsio::check_found_dir`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LinkOut {
+    pub dir: PathBuf,
+    pub target: PathBuf,
+    pub root: PathBuf,
+}
+
+impl LinkOut {
+    /// The refusal as the error a reader returns ([`Error::DirOutsideDump`]).
+    pub fn to_error(&self) -> Error {
+        Error::DirOutsideDump {
+            dir: self.dir.clone(),
+            target: self.target.clone(),
+            root: self.root.clone(),
+        }
+    }
+}
+
 /// What [`discover`] found.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Layout {
-    /// A directory tree: every rank directory, sorted by split, step and rank.
-    Tree { root: PathBuf, ranks: Vec<RankDir> },
+    /// A directory tree: every rank directory, sorted by split, step and rank, and the
+    /// directories below `root` that were not entered because they link out of it.
+    Tree {
+        root: PathBuf,
+        ranks: Vec<RankDir>,
+        links_out: Vec<LinkOut>,
+    },
     /// A single file (a JSON file or a tensor file).
     File(PathBuf),
 }
@@ -155,6 +180,7 @@ impl Layout {
     }
 }
 
+/// The directories in `dir` (links followed), sorted by name.
 fn subdirs(dir: &Path) -> Result<Vec<(String, PathBuf)>> {
     let rd = std::fs::read_dir(dir).map_err(|e| Error::io(dir, e))?;
     let mut out = Vec::new();
@@ -171,34 +197,65 @@ fn subdirs(dir: &Path) -> Result<Vec<(String, PathBuf)>> {
     Ok(out)
 }
 
-fn step_ranks(step_dir: &Path, step: Option<u64>, split: Option<&str>) -> Result<Vec<RankDir>> {
-    let mut out = Vec::new();
-    for (name, p) in subdirs(step_dir)? {
-        if RankId::parse(&name).is_some() {
-            let mut r = RankDir::scan(&p);
-            r.step = step;
-            r.split = split.map(str::to_string);
-            out.push(r);
+/// The walk of one dump: the directory the user named, and the links found leading out of it.
+struct Walk<'a> {
+    root: &'a Path,
+    links_out: Vec<LinkOut>,
+}
+
+impl Walk<'_> {
+    /// Whether the walk enters `p`, a directory it found: a link out of the root is noted,
+    /// not entered.
+    fn enters(&mut self, p: &Path) -> Result<bool> {
+        match crate::fsio::check_found_dir(p, self.root) {
+            Ok(()) => Ok(true),
+            Err(Error::DirOutsideDump { dir, target, root }) => {
+                self.links_out.push(LinkOut { dir, target, root });
+                Ok(false)
+            }
+            Err(e) => Err(e),
         }
     }
-    out.sort_by_key(|r| r.rank);
-    Ok(out)
-}
 
-fn root_ranks(root: &Path, split: Option<&str>) -> Result<Vec<RankDir>> {
-    let mut steps: Vec<(u64, PathBuf)> = subdirs(root)?
-        .into_iter()
-        .filter_map(|(n, p)| parse_step(&n).map(|s| (s, p)))
-        .collect();
-    steps.sort();
-    let mut out = Vec::new();
-    for (s, p) in steps {
-        out.extend(step_ranks(&p, Some(s), split)?);
+    fn step_ranks(
+        &mut self,
+        step_dir: &Path,
+        step: Option<u64>,
+        split: Option<&str>,
+    ) -> Result<Vec<RankDir>> {
+        let mut out = Vec::new();
+        for (name, p) in subdirs(step_dir)? {
+            if RankId::parse(&name).is_some() && self.enters(&p)? {
+                let mut r = RankDir::scan(&p);
+                r.step = step;
+                r.split = split.map(str::to_string);
+                out.push(r);
+            }
+        }
+        out.sort_by_key(|r| r.rank);
+        Ok(out)
     }
-    Ok(out)
+
+    /// The ranks of the `step{N}` directories in `dir` (the root, or a split root in it).
+    fn root_ranks(&mut self, dir: &Path, split: Option<&str>) -> Result<Vec<RankDir>> {
+        let mut steps: Vec<(u64, PathBuf)> = subdirs(dir)?
+            .into_iter()
+            .filter_map(|(n, p)| parse_step(&n).map(|s| (s, p)))
+            .collect();
+        steps.sort();
+        let mut out = Vec::new();
+        for (s, p) in steps {
+            if self.enters(&p)? {
+                out.extend(self.step_ranks(&p, Some(s), split)?);
+            }
+        }
+        Ok(out)
+    }
 }
 
-/// Finds every rank directory under `path` (or `path` itself as a file or rank dir).
+/// Finds every rank directory under `path` (or `path` itself as a file or rank dir). A step,
+/// rank or split directory that is a link leading out of `path` is not entered: it is listed
+/// in [`Layout::Tree`]'s `links_out` ([`crate::fsio::check_found_dir`]).
 pub fn discover(path: &Path) -> Result<Layout> {
     let meta = std::fs::metadata(path).map_err(|e| Error::io(path, e))?;
     if meta.is_file() {
@@ -222,27 +279,32 @@ pub fn discover(path: &Path) -> Result<Layout> {
         return Ok(Layout::Tree {
             root: path.to_path_buf(),
             ranks: vec![r],
+            links_out: Vec::new(),
         });
     }
+    let mut walk = Walk {
+        root: path,
+        links_out: Vec::new(),
+    };
     let dirs = subdirs(path)?;
     let mut ranks = Vec::new();
     if dirs.iter().any(|(n, _)| parse_step(n).is_some()) {
-        ranks = root_ranks(path, None)?;
+        ranks = walk.root_ranks(path, None)?;
     } else if dirs.iter().any(|(n, _)| RankId::parse(n).is_some()) {
         let step = path
             .file_name()
             .and_then(|n| n.to_str())
             .and_then(parse_step);
-        ranks = step_ranks(path, step, None)?;
+        ranks = walk.step_ranks(path, step, None)?;
     } else {
         for split in ["graph", "pynative"] {
             let p = path.join(split);
-            if p.is_dir() {
-                ranks.extend(root_ranks(&p, Some(split))?);
+            if p.is_dir() && walk.enters(&p)? {
+                ranks.extend(walk.root_ranks(&p, Some(split))?);
             }
         }
     }
-    if ranks.is_empty() {
+    if ranks.is_empty() && walk.links_out.is_empty() {
         return Err(Error::Layout {
             dir: path.to_path_buf(),
             msg:
@@ -253,6 +315,7 @@ pub fn discover(path: &Path) -> Result<Layout> {
     Ok(Layout::Tree {
         root: path.to_path_buf(),
         ranks,
+        links_out: walk.links_out,
     })
 }
 

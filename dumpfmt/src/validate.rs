@@ -96,6 +96,15 @@ impl Problem {
                     target.display()
                 ),
             ),
+            Error::DirOutsideDump { dir, target, root } => Problem::new(
+                dir,
+                "",
+                format!(
+                    "a symbolic link to {}, outside the dump {}; refusing to enter it",
+                    target.display(),
+                    root.display()
+                ),
+            ),
             Error::Layout { dir, msg } => Problem::new(dir, "", msg),
             Error::DataName { dir, name, problem } => {
                 Problem::new(dir, "", format!("data_name {name:?}: {problem}"))
@@ -211,7 +220,12 @@ pub fn validate(path: &Path) -> Result<Report> {
     };
     match &layout {
         Layout::File(f) => validate_single_file(f, &mut report),
-        Layout::Tree { ranks, .. } => {
+        Layout::Tree {
+            ranks, links_out, ..
+        } => {
+            for link in links_out {
+                report.problems.push(Problem::from_error(&link.to_error()));
+            }
             report.steps = layout.step_count();
             report.ranks = ranks.len();
             for r in ranks {

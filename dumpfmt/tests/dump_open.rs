@@ -350,3 +350,56 @@ fn a_dump_json_linked_out_of_its_rank_directory_is_an_error() {
     let rank = dump.ranks().next().unwrap().unwrap();
     assert!(rank.dump().is_some());
 }
+
+/// A step or rank directory that is a link leading out of the dump is not entered: opening the
+/// dump is an error naming it, and validate reports it; a link that stays inside the dump (a
+/// step moved and linked back) is entered.
+#[cfg(unix)]
+#[test]
+fn step_and_rank_directories_linked_out_of_the_dump_are_refused() {
+    use std::os::unix::fs::symlink;
+
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("dump");
+    tiny_dump(&root, "a.pt");
+    // What the links lead to: a well-formed dump outside, which a walk that follows them
+    // would take as this one's.
+    let elsewhere = tmp.path().join("elsewhere");
+    tiny_dump(&elsewhere, "a.pt");
+    for (link, to) in [
+        ("step0/rank1", elsewhere.join("step0/rank0")),
+        ("step1", elsewhere.join("step0")),
+    ] {
+        symlink(&to, root.join(link)).unwrap();
+        match Dump::open(&root).unwrap_err() {
+            Error::DirOutsideDump {
+                dir,
+                target,
+                root: r,
+            } => {
+                assert_eq!(dir, root.join(link));
+                assert_eq!(target, to.canonicalize().unwrap());
+                assert_eq!(r, root);
+            }
+            other => panic!("{link}: {other}"),
+        }
+        let report = dumpfmt::validate::validate(&root).unwrap();
+        assert_eq!(report.ranks, 1, "{link}: {report}");
+        assert!(
+            report
+                .problems
+                .iter()
+                .any(|p| p.file == root.join(link) && p.message.contains("outside the dump")),
+            "{link}: {report}"
+        );
+        std::fs::remove_file(root.join(link)).unwrap();
+    }
+    // Inside the dump: entered.
+    std::fs::rename(root.join("step0"), root.join("kept")).unwrap();
+    symlink("kept", root.join("step0")).unwrap();
+    symlink("rank0", root.join("kept/rank1")).unwrap();
+    let dump = Dump::open(&root).unwrap();
+    assert_eq!(dump.rank_dirs().len(), 2);
+    let report = dumpfmt::validate::validate(&root).unwrap();
+    assert!(report.problems.is_empty(), "{report}");
+}

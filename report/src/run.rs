@@ -188,7 +188,15 @@ pub fn write_index(
         title: "numprobe compare: whole run".into(),
         target: target.display().to_string(),
         golden: golden.display().to_string(),
-        lines: vec![compare::run_tree_json::origin_line(&outcome.steps)],
+        lines: std::iter::once(compare::run_tree_json::origin_line(&outcome.steps))
+            .chain(
+                outcome
+                    .unpaired
+                    .links_out
+                    .iter()
+                    .map(|l| format!("Not compared: {}", l.to_error())),
+            )
+            .collect(),
         entries,
     };
     let path = out_dir.join("report.html");

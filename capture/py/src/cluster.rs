@@ -255,6 +255,13 @@ fn run_compare_finish(
                     Err(e) => format!("{step}rank{}: not compared: {e}", p.rank),
                 }
             })
+            .chain(
+                outcome
+                    .unpaired
+                    .links_out
+                    .iter()
+                    .map(|l| format!("not compared: {}", l.to_error())),
+            )
             .collect();
         let code = if outcome.has_failures() {
             2

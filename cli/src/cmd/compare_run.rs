@@ -33,6 +33,7 @@ pub fn try_run(args: &Args, pair: &CompareOptions) -> Result<Option<ExitCode>, s
     let whole = jobs.len() > 1
         || !unpaired.target_only.is_empty()
         || !unpaired.golden_only.is_empty()
+        || !unpaired.links_out.is_empty()
         || lists;
     if !whole {
         return Ok(None);
@@ -83,10 +84,14 @@ pub fn try_run(args: &Args, pair: &CompareOptions) -> Result<Option<ExitCode>, s
             Err(e) => eprintln!("numprobe: {step}rank{}: not compared: {e}", p.rank),
         }
     }
+    // Ranks behind a link out of their root were left out of the plan: say why.
+    for l in &outcome.unpaired.links_out {
+        eprintln!("numprobe: not compared: {}", l.to_error());
+    }
     println!("summary:      {}", outcome.summary_path.display());
     println!("report:       {}", index.display());
-    // 2 when some pair could not be compared (or its report not written); 1 when a compared
-    // pair has error rows.
+    // 2 when some pair could not be compared or some rank directory was not entered (or its
+    // report not written); 1 when a compared pair has error rows.
     Ok(Some(
         if outcome.has_failures() || !report_errors.is_empty() {
             ExitCode::from(2)
