@@ -500,6 +500,56 @@ fn compare_refuses_planted_links_at_its_outputs() {
     }
 }
 
+/// The whole-run compare writes into `OUT/step{S}/` and `OUT/step{S}/rank{R}/`, directories
+/// it makes below the one the user names: one already there as a symbolic link (an output
+/// directory shared with others) is refused, never written through; the pairs behind it are
+/// not compared (exit 2, naming it), the others are.
+#[cfg(unix)]
+#[test]
+fn whole_run_compare_never_writes_through_planted_directories() {
+    let s = repo_root().join("samples/tiny-bf16-vs-f32");
+    let d = tempfile::tempdir().unwrap();
+    let (t, g) = (d.path().join("t"), d.path().join("g"));
+    for (root, side) in [(&t, "target"), (&g, "golden")] {
+        // The sample's one rank directory (msprobe names it after the process).
+        let step0 = s.join(side).join("step0");
+        let from = std::fs::read_dir(&step0)
+            .unwrap()
+            .next()
+            .unwrap()
+            .unwrap()
+            .path();
+        for rank in ["rank0", "rank1"] {
+            copy_tree(&from, &root.join("step0").join(rank));
+        }
+    }
+    for (planted, compared) in [("step0", 0), ("step0/rank1", 1)] {
+        let out = d.path().join(format!("out_{compared}"));
+        let victim = d.path().join(format!("victim_{compared}"));
+        std::fs::create_dir_all(out.join("step0")).unwrap();
+        std::fs::create_dir(&victim).unwrap();
+        if planted == "step0" {
+            std::fs::remove_dir(out.join("step0")).unwrap();
+        }
+        std::os::unix::fs::symlink(&victim, out.join(planted)).unwrap();
+        let o = compare(&t, &g, &out, &["--timestamp", "20261201000000"]);
+        assert_eq!(code(&o), 2, "{planted}: {}", all(&o));
+        assert!(
+            stderr(&o).contains("symbolic link") && stderr(&o).contains(&*victim.to_string_lossy()),
+            "{planted}: {}",
+            all(&o)
+        );
+        assert_eq!(
+            std::fs::read_dir(&victim).unwrap().count(),
+            0,
+            "{planted}: written through the link"
+        );
+        // With only the rank's directory planted, the other rank is compared.
+        let table = out.join("step0/compare_result_rank0_20261201000000.csv");
+        assert_eq!(table.is_file(), compared == 1, "{planted}: {}", all(&o));
+    }
+}
+
 #[test]
 fn formula_cells_from_dump_names_are_quoted_in_csv_and_xlsx() {
     let d = tempfile::tempdir().unwrap();

@@ -507,6 +507,13 @@ pub fn pair_dir(out_dir: &Path, step: Option<u64>, rank: u64) -> PathBuf {
     step_out(out_dir, step).join(format!("rank{rank}"))
 }
 
+/// [`pair_dir`] made (or found) as real directories below the output directory, never
+/// through a link planted there ([`dumpfmt::outfile::create_dir_below`]).
+fn pair_out_dir(out_dir: &Path, step: Option<u64>, rank: u64) -> Result<PathBuf> {
+    let rel = pair_dir(Path::new(""), step, rank);
+    Ok(dumpfmt::outfile::create_dir_below(out_dir, &rel)?)
+}
+
 /// The name of a pair's result record in its working directory.
 pub const PAIR_RESULT: &str = "pair_result.json";
 /// Version of the record's layout; a record of another version is not reused.
@@ -557,8 +564,7 @@ fn write_record(opts: &RunOptions, job: &PairJob, ts: &str, out: &PairOutcome) -
         error,
         summary,
     };
-    let dir = pair_dir(&opts.out_dir, job.step, job.rank);
-    std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
+    let dir = pair_out_dir(&opts.out_dir, job.step, job.rank)?;
     let text = serde_json::to_string_pretty(&rec).expect("records serialize");
     dumpfmt::outfile::write(&dir.join(PAIR_RESULT), text.as_bytes())?;
     Ok(())
@@ -684,6 +690,7 @@ pub fn compare_pair_with(
     pair.rank = None;
     pair.timestamp = Some(ts.to_string());
     let result = (|| -> Result<(PathBuf, Summary)> {
+        pair_out_dir(&opts.out_dir, job.step, job.rank)?;
         let (outcome, compared) = crate::run_keeping(&pair, &pp)?;
         let ext = outcome
             .table_path
@@ -894,7 +901,11 @@ pub fn finish(
             .map(|r| r.dir.clone());
         let Some(rank_dir) = rank_dir else { continue };
         let json = crate::run_tree_json::diff_analyze(&rank_dir, o)?;
-        let path = step_out(&opts.out_dir, v.step).join(format!("diff_analyze_{ts}.json"));
+        let dir = match step_dir_name(v.step) {
+            Some(d) => dumpfmt::outfile::create_dir_below(&opts.out_dir, Path::new(&d))?,
+            None => opts.out_dir.clone(),
+        };
+        let path = dir.join(format!("diff_analyze_{ts}.json"));
         dumpfmt::outfile::write(&path, json.as_bytes())?;
         analyze_paths.push(path);
     }

@@ -272,6 +272,41 @@ pub fn write_unsynced(path: &Path, bytes: &[u8]) -> Result<()> {
     filled(path, bytes)?.commit_unsynced()
 }
 
+/// Makes the directory `out/rel` numprobe writes into (a whole-run compare's `step{S}/rank{R}`),
+/// creating each missing component; `out`, the directory the user named, may be reached
+/// through links (their choice), but a component below it that already exists must be a
+/// directory, not a symbolic link (refused naming it, as a link at an output file's name is:
+/// an output directory shared with others may hold a planted `step0 -> ~/.ssh`) nor a file.
+/// `rel` holds plain names only.
+pub fn create_dir_below(out: &Path, rel: &Path) -> Result<PathBuf> {
+    std::fs::create_dir_all(out).map_err(|e| Error::io(out, e))?;
+    let mut dir = out.to_path_buf();
+    for c in rel.components() {
+        let std::path::Component::Normal(name) = c else {
+            return Err(refused(
+                &out.join(rel),
+                "is not a plain path below the output directory".into(),
+            ));
+        };
+        dir.push(name);
+        match std::fs::create_dir(&dir) {
+            Ok(()) => continue,
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(e) => return Err(Error::io(&dir, e)),
+        }
+        let md = std::fs::symlink_metadata(&dir).map_err(|e| Error::io(&dir, e))?;
+        if md.is_dir() {
+            continue;
+        }
+        let why = match refusal(&dir) {
+            Some(why) if md.file_type().is_symlink() => why,
+            _ => "is not a directory; numprobe writes a directory there".into(),
+        };
+        return Err(refused(&dir, why));
+    }
+    Ok(dir)
+}
+
 /// Checks a timestamp that becomes part of output file names: exactly 14 ASCII digits
 /// (`YYYYMMDDHHMMSS`, as msprobe names its files), so it can never hold a path separator
 /// or `..` and write outside the output directory.
@@ -288,6 +323,48 @@ pub fn check_timestamp(ts: &str) -> std::result::Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[cfg(unix)]
+    #[test]
+    fn output_directories_below_the_named_one_are_never_links() {
+        let d = tempfile::tempdir().unwrap();
+        let out = d.path().join("out");
+        let made = create_dir_below(&out, Path::new("step0/rank1")).unwrap();
+        assert_eq!(made, out.join("step0/rank1"));
+        assert!(made.is_dir());
+        // Again: the directories are there, and kept.
+        std::fs::write(made.join("kept"), "x").unwrap();
+        create_dir_below(&out, Path::new("step0/rank1")).unwrap();
+        assert!(made.join("kept").is_file());
+        // A planted link, at either level, is refused and nothing is written through it.
+        let elsewhere = d.path().join("elsewhere");
+        std::fs::create_dir(&elsewhere).unwrap();
+        std::os::unix::fs::symlink(&elsewhere, out.join("step1")).unwrap();
+        std::os::unix::fs::symlink(&elsewhere, out.join("step0/rank2")).unwrap();
+        for rel in ["step1/rank0", "step0/rank2"] {
+            let e = create_dir_below(&out, Path::new(rel))
+                .unwrap_err()
+                .to_string();
+            assert!(
+                e.contains("symbolic link") && e.contains("elsewhere"),
+                "{e}"
+            );
+        }
+        assert_eq!(std::fs::read_dir(&elsewhere).unwrap().count(), 0);
+        // A file where a directory goes, and a path that is not plain names.
+        std::fs::write(out.join("step2"), "x").unwrap();
+        let e = create_dir_below(&out, Path::new("step2"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("not a directory"), "{e}");
+        assert!(create_dir_below(&out, Path::new("../x")).is_err());
+        assert!(!d.path().join("x").exists());
+        // The named directory itself may be a link.
+        let alias = d.path().join("alias");
+        std::os::unix::fs::symlink(&out, &alias).unwrap();
+        assert!(create_dir_below(&alias, Path::new("step0/rank3")).is_ok());
+        assert!(out.join("step0/rank3").is_dir());
+    }
 
     #[test]
     fn replaces_a_file_and_keeps_no_temporary() {
