@@ -14,8 +14,10 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 
 import pytest
+
 import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -226,6 +228,36 @@ def test_perturbed_saved_output_is_flagged(tensor_dump, tmp_path):
     assert all(n.startswith("Functional.linear.2.") for n in saved)
     dev = torch.load(os.path.join(err_dir, "Functional.linear.2.forward.output.device.0.pt"))
     assert torch.equal(dev, t)
+
+
+def test_outputs_are_never_written_through_planted_links(tensor_dump, tmp_path):
+    """The result and details CSVs and the error-data folder are named after the second the
+    run starts: links planted under every such name of the next minutes (an output folder
+    shared with others) are refused, naming them, and what they lead to is left as it was."""
+    dump_json = subset(tensor_dump, str(tmp_path / "dump"), ["Functional.gelu.0"])
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious")
+    victim_dir = tmp_path / "victim_dir"
+    victim_dir.mkdir()
+    now = time.time()
+    stamps = [time.strftime("%Y%m%d%H%M%S", time.localtime(now + s)) for s in range(-5, 180)]
+    for kind in ("result", "details"):
+        out = tmp_path / f"out_{kind}"
+        out.mkdir()
+        for st in stamps:
+            os.symlink(victim, out / f"accuracy_checking_{kind}_{st}.csv")
+        r = run_ut(dump_json, out, rc=2)
+        assert "symbolic link" in r.stderr and f"accuracy_checking_{kind}_" in r.stderr, r.stderr
+        assert victim.read_text() == "precious"
+    err_root = tmp_path / "err"
+    err_root.mkdir()
+    for st in stamps:
+        os.symlink(victim_dir, err_root / f"ut_error_data{st}")
+    cfg = tmp_path / "cfg.json"
+    cfg.write_text(json.dumps({"task": "acc_check", "acc_check": {"error_data_path": str(err_root)}}))
+    r = run_ut(dump_json, tmp_path / "out", "-save_error_data", "-config", cfg, rc=2)
+    assert "symbolic link" in r.stderr and "ut_error_data" in r.stderr, r.stderr
+    assert os.listdir(victim_dir) == []
 
 
 def test_unsupported_and_failing_apis_are_skipped(tmp_path):

@@ -13,7 +13,7 @@ from typing import Optional, Sequence
 
 import torch
 
-from numprobe import _native
+from numprobe import _native, _outfiles
 
 from .dump import DumpError, dedup_forward, load_api_info
 from .runner import Job, run_all
@@ -113,8 +113,7 @@ def read_config(path):
 
 
 def write_header(path, cells):
-    with open(path, "w", encoding="utf-8-sig", newline="") as f:
-        csv.writer(f).writerow(cells)
+    _outfiles.replace(path, lambda f: csv.writer(f).writerow(cells), encoding="utf-8-sig", newline="")
 
 
 def done_rows(result_path):
@@ -173,7 +172,8 @@ def save_tensors(folder, prefix, element):
         if depth > 400:
             return
         if isinstance(x, torch.Tensor):
-            torch.save(x.detach().contiguous().cpu(), os.path.join(folder, f"{prefix}.{index}.pt"))
+            t = x.detach().contiguous().cpu()
+            _outfiles.replace(os.path.join(folder, f"{prefix}.{index}.pt"), lambda f: torch.save(t, f), mode="wb")
             index += 1
         elif isinstance(x, (list, tuple)):
             for v in x:
@@ -235,7 +235,7 @@ def _run(args, replay=None):
     error_dir = None
     if args.save_error_data:
         error_dir = os.path.join(error_root, f"ut_error_data{stamp}")
-        os.makedirs(error_dir, exist_ok=True)
+        _outfiles.make_dir(error_dir)
     print(f"run_ut result will be saved in {result_path}", file=sys.stderr)
     print(f"run_ut details will be saved in {details_path}", file=sys.stderr)
 
@@ -245,8 +245,8 @@ def _run(args, replay=None):
     tally = Tally()
     # Appending record by record keeps an interrupted run resumable with -csv_path; utf-8-sig
     # writes no BOM when appending to a non-empty file.
-    with open(result_path, "a", encoding="utf-8-sig", newline="") as rf, \
-            open(details_path, "a", encoding="utf-8-sig", newline="") as df:
+    with _outfiles.open_append(result_path, encoding="utf-8-sig", newline="") as rf, \
+            _outfiles.open_append(details_path, encoding="utf-8-sig", newline="") as df:
         out = RecordWriter(rf, df)
 
         def sink(name, lines, failed, tensors):
