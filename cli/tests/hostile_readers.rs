@@ -576,6 +576,7 @@ fn step_and_rank_directories_linked_out_of_the_dump_are_refused() {
     let (tr, gr) = (tmp.path().join("run_t"), tmp.path().join("run_g"));
     for root in [&tr, &gr] {
         let r0 = tensor_dump(root, INPUT);
+        copy_tree(&r0, &root.join("step0/rank2"));
         if root == &gr {
             copy_tree(&r0, &root.join("step0/rank1"));
         }
@@ -593,6 +594,18 @@ fn step_and_rank_directories_linked_out_of_the_dump_are_refused() {
         summary.contains("Not compared:") && summary.contains("outside the dump"),
         "{summary}"
     );
+    // Left out of the selection, the planted rank is not the run's concern.
+    let r = run(&[
+        &"compare",
+        &tr,
+        &gr,
+        &"--rank",
+        &"0,2",
+        &"--out",
+        &tmp.path().join("out_ranks_0_2"),
+    ]);
+    assert_run(&r, 0, &["step0/rank2: 0 error rows"]);
+    assert!(!r.text().contains("outside the dump"), "{}", r.text());
     // Inside the dump: entered, by validate and by both compares.
     std::fs::remove_file(tr.join("step0/rank1")).unwrap();
     copy_tree(&tr.join("step0/rank0"), &tr.join("kept_rank1"));
@@ -600,7 +613,7 @@ fn step_and_rank_directories_linked_out_of_the_dump_are_refused() {
     assert_run(
         &run(&[&"validate", &tr]),
         0,
-        &["2 rank dir(s)", "0 problem(s)"],
+        &["3 rank dir(s)", "0 problem(s)"],
     );
     let r = run(&[
         &"compare",

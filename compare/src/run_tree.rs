@@ -47,19 +47,28 @@ pub struct RunTree {
     pub steps: BTreeMap<Option<u64>, Vec<RankDir>>,
     /// Step and rank directories that are links leading out of the root: not entered
     /// ([`dumpfmt::fsio::check_found_dir`]).
-    pub links_out: Vec<dumpfmt::layout::LinkOut>,
+    pub links_out: Vec<RunLinkOut>,
+}
+
+/// A step or rank directory of a run root that was not entered, and where it sits in the run
+/// (`rank` is `None` for a whole step directory).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RunLinkOut {
+    pub step: Option<u64>,
+    pub rank: Option<u64>,
+    pub link: dumpfmt::layout::LinkOut,
 }
 
 /// Numbered subdirectories `{prefix}{n}` of `dir`, sorted. A link is entered only when it
 /// stays inside `root` (a dump received from elsewhere stays inside itself); one leading out
-/// is noted in `links_out` instead.
+/// is returned apart, with its number.
+#[allow(clippy::type_complexity)]
 fn numbered_dirs(
     dir: &Path,
     prefix: &str,
     root: &Path,
-    links_out: &mut Vec<dumpfmt::layout::LinkOut>,
-) -> Result<Vec<(u64, PathBuf)>> {
-    let mut v = Vec::new();
+) -> Result<(Vec<(u64, PathBuf)>, Vec<(u64, dumpfmt::layout::LinkOut)>)> {
+    let (mut v, mut out) = (Vec::new(), Vec::new());
     for e in std::fs::read_dir(dir).map_err(|e| Error::io(dir, e))? {
         let e = e.map_err(|e| Error::io(dir, e))?;
         let name = e.file_name().to_string_lossy().into_owned();
@@ -75,7 +84,7 @@ fn numbered_dirs(
             match dumpfmt::fsio::check_found_dir(&path, root) {
                 Ok(()) => {}
                 Err(dumpfmt::Error::DirOutsideDump { dir, target, root }) => {
-                    links_out.push(dumpfmt::layout::LinkOut { dir, target, root });
+                    out.push((n, dumpfmt::layout::LinkOut { dir, target, root }));
                     continue;
                 }
                 Err(e) => return Err(e.into()),
@@ -86,15 +95,25 @@ fn numbered_dirs(
         v.push((n, path));
     }
     v.sort();
-    Ok(v)
+    out.sort_by_key(|(n, _)| *n);
+    Ok((v, out))
 }
 
+/// The rank directories (with a dump.json) of `step_dir`, step `step` of the run under `root`;
+/// links out of `root` go to `links_out`.
 fn rank_dirs(
     step_dir: &Path,
+    step: Option<u64>,
     root: &Path,
-    links_out: &mut Vec<dumpfmt::layout::LinkOut>,
+    links_out: &mut Vec<RunLinkOut>,
 ) -> Result<Vec<RankDir>> {
-    Ok(numbered_dirs(step_dir, "rank", root, links_out)?
+    let (ranks, out) = numbered_dirs(step_dir, "rank", root)?;
+    links_out.extend(out.into_iter().map(|(rank, link)| RunLinkOut {
+        step,
+        rank: Some(rank),
+        link,
+    }));
+    Ok(ranks
         .into_iter()
         .filter(|(_, d)| d.join("dump.json").is_file())
         .map(|(rank, dir)| RankDir { rank, dir })
@@ -108,15 +127,21 @@ pub fn discover(root: &Path) -> Result<Option<RunTree>> {
         return Ok(None);
     }
     let mut tree = RunTree::default();
-    let steps = numbered_dirs(root, "step", root, &mut tree.links_out)?;
+    let (steps, out) = numbered_dirs(root, "step", root)?;
+    tree.links_out
+        .extend(out.into_iter().map(|(step, link)| RunLinkOut {
+            step: Some(step),
+            rank: None,
+            link,
+        }));
     if steps.is_empty() {
-        let ranks = rank_dirs(root, root, &mut tree.links_out)?;
+        let ranks = rank_dirs(root, None, root, &mut tree.links_out)?;
         if !ranks.is_empty() {
             tree.steps.insert(None, ranks);
         }
     } else {
         for (s, dir) in steps {
-            let ranks = rank_dirs(&dir, root, &mut tree.links_out)?;
+            let ranks = rank_dirs(&dir, Some(s), root, &mut tree.links_out)?;
             if !ranks.is_empty() {
                 tree.steps.insert(Some(s), ranks);
             }
@@ -177,10 +202,7 @@ pub fn plan(
     ranks: &[u64],
 ) -> Result<(Vec<PairJob>, Unpaired)> {
     let mut jobs = Vec::new();
-    let mut unpaired = Unpaired {
-        links_out: [&target.links_out[..], &golden.links_out[..]].concat(),
-        ..Unpaired::default()
-    };
+    let mut unpaired = Unpaired::default();
     let single = |t: &RunTree| t.steps.len() == 1 && t.steps.contains_key(&None);
     let pairs_of_steps: Vec<(Option<u64>, &Vec<RankDir>, &Vec<RankDir>)> = if single(target)
         || single(golden)
@@ -238,6 +260,15 @@ pub fn plan(
     unpaired
         .golden_only
         .retain(|(s, r)| step_wanted(*s) && rank_wanted(*r));
+    // A refused directory is reported when the selection would have compared it (a rank
+    // directly under a step directory given alone is judged by its rank).
+    unpaired.links_out = target
+        .links_out
+        .iter()
+        .chain(&golden.links_out)
+        .filter(|l| (l.step.is_none() || step_wanted(l.step)) && l.rank.is_none_or(rank_wanted))
+        .map(|l| l.link.clone())
+        .collect();
     Ok((jobs, unpaired))
 }
 
