@@ -62,3 +62,32 @@ def test_pickled_object_is_refused(tmp_path):
     path = saved(tmp_path, "d.pt", {"a": torch.ones(2)})
     with pytest.raises(inputs.InputError, match="d.pt"):
         inputs.load_tensor(path)
+
+
+def test_data_names_stay_inside_the_tensor_directory(tmp_path):
+    """A record's `data_name` comes from the dump, perhaps a stranger's: it names a file of the
+    tensor directory or nothing. An absolute name, `..`, a link out of the directory or a FIFO
+    is an input error naming it (the API becomes a SKIP row), never a read of another file of
+    the machine; a missing file is no file (the replay draws from the statistics), and a link
+    inside the directory is followed."""
+    data = tmp_path / "dump_tensor_data"
+    data.mkdir()
+    saved(data, "x.pt", torch.arange(3.0))
+    secret = saved(tmp_path, "secret.pt", torch.full((2,), 7.0))
+    os.symlink(secret, data / "out.pt")
+    os.symlink("x.pt", data / "alias.pt")
+    os.mkfifo(data / "fifo.pt")
+    rec = lambda name: {"type": "torch.Tensor", "data_name": name}  # noqa: E731
+    d = str(data)
+    assert inputs.tensor_path(rec("x.pt"), d) == str(data / "x.pt")
+    assert torch.equal(inputs.load_tensor(inputs.tensor_path(rec("alias.pt"), d)), torch.arange(3.0))
+    assert inputs.tensor_path(rec("gone.pt"), d) is None
+    for name, why in [(secret, "not a file name"), ("../secret.pt", "not a file name"),
+                      ("out.pt", "outside the tensor directory"), ("fifo.pt", "not a regular file"),
+                      ("", None)]:
+        if why is None:  # no name: no file
+            assert inputs.tensor_path(rec(name), d) is None
+            continue
+        with pytest.raises(inputs.InputError, match=why) as e:
+            inputs.tensor_path(rec(name), d)
+        assert name.split("/")[-1] in str(e.value)

@@ -2,7 +2,6 @@
 file (tensor mode), else random data drawn within the recorded Min/Max (statistics mode), the
 way msprobe's checker generates them."""
 import math
-import os
 
 import numpy
 import torch
@@ -75,11 +74,20 @@ def to_hf32(t):
 
 
 def tensor_path(record, tensor_dir):
+    """The saved tensor file of `record` in `tensor_dir`, or None when it has none there. The
+    name comes from the dump, which may be a stranger's: it must name a file inside the tensor
+    directory (dumpfmt's rule: no absolute path, no `..`, no link out, no FIFO), else the API
+    is not replayed (its row says why) instead of reading another file of the machine."""
     name = record.get("data_name") or record.get("datapath")
     if not name or not tensor_dir:
         return None
-    path = os.path.join(tensor_dir, name)
-    return path if os.path.isfile(path) else None
+    if not isinstance(name, str):
+        raise InputError(f"data_name {name!r} is not a string")
+    try:
+        path = _native.resolve_data_name(tensor_dir, name)
+    except (OSError, ValueError) as e:
+        raise InputError(str(e)) from e
+    return None if path is None else str(path)
 
 
 def random_tensor(record):
