@@ -3,6 +3,7 @@
 directory is refused, never written through; a file written whole goes to a temporary file
 beside its name and is renamed over it, so it is never left half-written under that name; a
 directory numprobe makes for its outputs is never a link."""
+import functools
 import os
 import stat
 import tempfile
@@ -30,7 +31,9 @@ def check_target(path):
         raise OSError(why)
 
 
+@functools.lru_cache(maxsize=None)
 def _umask():
+    # Read once: reading it sets it for a moment, which another thread could see.
     mask = os.umask(0)
     os.umask(mask)
     return mask
