@@ -56,7 +56,7 @@ pub struct RunTree {
 pub struct RunLinkOut {
     pub step: Option<u64>,
     pub rank: Option<u64>,
-    pub link: dumpfmt::layout::LinkOut,
+    pub link: dumpfmt::fsio::LinkOut,
 }
 
 /// Numbered subdirectories `{prefix}{n}` of `dir`, sorted. A link is entered only when it
@@ -67,7 +67,7 @@ fn numbered_dirs(
     dir: &Path,
     prefix: &str,
     root: &Path,
-) -> Result<(Vec<(u64, PathBuf)>, Vec<(u64, dumpfmt::layout::LinkOut)>)> {
+) -> Result<(Vec<(u64, PathBuf)>, Vec<(u64, dumpfmt::fsio::LinkOut)>)> {
     let (mut v, mut out) = (Vec::new(), Vec::new());
     for e in std::fs::read_dir(dir).map_err(|e| Error::io(dir, e))? {
         let e = e.map_err(|e| Error::io(dir, e))?;
@@ -81,13 +81,9 @@ fn numbered_dirs(
         let Ok(ft) = e.file_type() else { continue };
         let path = e.path();
         if ft.is_symlink() && path.is_dir() {
-            match dumpfmt::fsio::check_found_dir(&path, root) {
-                Ok(()) => {}
-                Err(dumpfmt::Error::DirOutsideDump { dir, target, root }) => {
-                    out.push((n, dumpfmt::layout::LinkOut { dir, target, root }));
-                    continue;
-                }
-                Err(e) => return Err(e.into()),
+            if let Some(link) = dumpfmt::fsio::dir_link_out(&path, root)? {
+                out.push((n, link));
+                continue;
             }
         } else if !ft.is_dir() {
             continue;
@@ -167,7 +163,7 @@ pub struct PairJob {
 pub struct Unpaired {
     pub target_only: Vec<(Option<u64>, u64)>,
     pub golden_only: Vec<(Option<u64>, u64)>,
-    pub links_out: Vec<dumpfmt::layout::LinkOut>,
+    pub links_out: Vec<dumpfmt::fsio::LinkOut>,
 }
 
 /// Sum of the regular files' sizes of a rank directory's dump.json and dump_tensor_data/
@@ -932,10 +928,8 @@ pub fn finish(
             .map(|r| r.dir.clone());
         let Some(rank_dir) = rank_dir else { continue };
         let json = crate::run_tree_json::diff_analyze(&rank_dir, o)?;
-        let dir = match step_dir_name(v.step) {
-            Some(d) => dumpfmt::outfile::create_dir_below(&opts.out_dir, Path::new(&d))?,
-            None => opts.out_dir.clone(),
-        };
+        let dir =
+            dumpfmt::outfile::create_dir_below(&opts.out_dir, &step_out(Path::new(""), v.step))?;
         let path = dir.join(format!("diff_analyze_{ts}.json"));
         dumpfmt::outfile::write(&path, json.as_bytes())?;
         analyze_paths.push(path);

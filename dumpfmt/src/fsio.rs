@@ -52,23 +52,49 @@ pub fn check_found_file(path: &Path) -> Result<()> {
     }
 }
 
-/// Checks a directory found while walking a dump from `root`, the directory the user named (a
-/// step, rank or split directory below it): a symbolic link there is entered only when its
-/// target lies inside `root` (a step directory moved and linked back within the dump); one
-/// leading out of it is [`Error::DirOutsideDump`]. The dump's writers make these directories
-/// themselves, so such a link was planted, and entering it would read another dump, or any
-/// directory of the machine that happens to hold a dump.json, as this one's.
-pub fn check_found_dir(path: &Path, root: &Path) -> Result<()> {
-    if !std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink()) {
-        return Ok(());
+/// A directory found while walking a dump from `root` (a step, rank or split directory below
+/// the directory the user named) that is a symbolic link to `target`, outside `root`: not
+/// entered ([`dir_link_out`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LinkOut {
+    pub dir: PathBuf,
+    pub target: PathBuf,
+    pub root: PathBuf,
+}
+
+impl LinkOut {
+    /// The refusal as the error a reader returns ([`Error::DirOutsideDump`]).
+    pub fn to_error(&self) -> Error {
+        Error::DirOutsideDump {
+            dir: self.dir.clone(),
+            target: self.target.clone(),
+            root: self.root.clone(),
+        }
     }
-    match real_path_outside(path, root)? {
+}
+
+/// The rule for a directory found while walking a dump from `root`, the directory the user
+/// named: a symbolic link there is entered only when its target lies inside `root` (a step
+/// directory moved and linked back within the dump); one leading out of it is returned, not
+/// to be entered. The dump's writers make these directories themselves, so such a link was
+/// planted, and entering it would read another dump, or any directory of the machine that
+/// happens to hold a dump.json, as this one's.
+pub fn dir_link_out(path: &Path, root: &Path) -> Result<Option<LinkOut>> {
+    if !std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink()) {
+        return Ok(None);
+    }
+    Ok(real_path_outside(path, root)?.map(|target| LinkOut {
+        dir: path.to_path_buf(),
+        target,
+        root: root.to_path_buf(),
+    }))
+}
+
+/// [`dir_link_out`] as an error: [`Error::DirOutsideDump`] for a link out of `root`.
+pub fn check_found_dir(path: &Path, root: &Path) -> Result<()> {
+    match dir_link_out(path, root)? {
+        Some(link) => Err(link.to_error()),
         None => Ok(()),
-        Some(target) => Err(Error::DirOutsideDump {
-            dir: path.to_path_buf(),
-            target,
-            root: root.to_path_buf(),
-        }),
     }
 }
 

@@ -14,6 +14,9 @@ use crate::error::{DataNameProblem, Error, Result};
 use crate::fsio;
 use crate::tensor::{Tensor, read_tensor};
 
+/// A directory [`discover`] did not enter (listed in [`Layout::Tree`]'s `links_out`).
+pub use crate::fsio::LinkOut;
+
 /// The name of a rank directory.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum RankId {
@@ -126,26 +129,6 @@ impl RankDir {
     }
 }
 
-/// A step, rank or split directory [`discover`] found and did not enter: a symbolic link to
-/// `target`, outside the dump `root` ([`crate::fsio::check_found_dir`]).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct LinkOut {
-    pub dir: PathBuf,
-    pub target: PathBuf,
-    pub root: PathBuf,
-}
-
-impl LinkOut {
-    /// The refusal as the error a reader returns ([`Error::DirOutsideDump`]).
-    pub fn to_error(&self) -> Error {
-        Error::DirOutsideDump {
-            dir: self.dir.clone(),
-            target: self.target.clone(),
-            root: self.root.clone(),
-        }
-    }
-}
-
 /// What [`discover`] found.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Layout {
@@ -207,14 +190,10 @@ impl Walk<'_> {
     /// Whether the walk enters `p`, a directory it found: a link out of the root is noted,
     /// not entered.
     fn enters(&mut self, p: &Path) -> Result<bool> {
-        match crate::fsio::check_found_dir(p, self.root) {
-            Ok(()) => Ok(true),
-            Err(Error::DirOutsideDump { dir, target, root }) => {
-                self.links_out.push(LinkOut { dir, target, root });
-                Ok(false)
-            }
-            Err(e) => Err(e),
-        }
+        let link = fsio::dir_link_out(p, self.root)?;
+        let enters = link.is_none();
+        self.links_out.extend(link);
+        Ok(enters)
     }
 
     fn step_ranks(

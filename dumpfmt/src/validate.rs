@@ -81,7 +81,7 @@ impl Problem {
                 "",
                 format!("not a regular file (a {kind}); refusing to read it"),
             ),
-            Error::ViewTooLarge { file, .. } => {
+            Error::ViewTooLarge { file, .. } | Error::DirOutsideDump { dir: file, .. } => {
                 // The message is the error's own text without its leading file name.
                 let text = e.to_string();
                 let prefix = format!("{}: ", file.display());
@@ -94,15 +94,6 @@ impl Problem {
                 format!(
                     "a symbolic link to {}, outside its directory; refusing to read it",
                     target.display()
-                ),
-            ),
-            Error::DirOutsideDump { dir, target, root } => Problem::new(
-                dir,
-                "",
-                format!(
-                    "a symbolic link to {}, outside the dump {}; refusing to enter it",
-                    target.display(),
-                    root.display()
                 ),
             ),
             Error::Layout { dir, msg } => Problem::new(dir, "", msg),
