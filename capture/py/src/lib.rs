@@ -8,6 +8,7 @@ mod api_call;
 mod call_sites;
 mod cluster;
 mod dlpack;
+mod outfiles;
 mod ptread;
 mod stage_timers;
 mod torch_shim;
@@ -1233,6 +1234,7 @@ fn kernel_statistics(py: Python<'_>, dir: PathBuf, md5: bool) -> PyResult<usize>
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     accuracy::register(m)?;
     ptread::register(m)?;
+    outfiles::register(m)?;
     cluster::register(m)?;
     m.add_class::<Session>()?;
     m.add_class::<TensorRec>()?;

@@ -173,7 +173,7 @@ def save_tensors(folder, prefix, element):
             return
         if isinstance(x, torch.Tensor):
             t = x.detach().contiguous().cpu()
-            _outfiles.replace(os.path.join(folder, f"{prefix}.{index}.pt"), lambda f: torch.save(t, f), mode="wb")
+            _outfiles.replace(os.path.join(folder, f"{prefix}.{index}.pt"), lambda f: torch.save(t, f), binary=True)
             index += 1
         elif isinstance(x, (list, tuple)):
             for v in x:
@@ -234,8 +234,7 @@ def _run(args, replay=None):
         earlier = []
     error_dir = None
     if args.save_error_data:
-        error_dir = os.path.join(error_root, f"ut_error_data{stamp}")
-        _outfiles.make_dir(error_dir)
+        error_dir = _outfiles.make_dir(error_root, f"ut_error_data{stamp}")
     print(f"run_ut result will be saved in {result_path}", file=sys.stderr)
     print(f"run_ut details will be saved in {details_path}", file=sys.stderr)
 
