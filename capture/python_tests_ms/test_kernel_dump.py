@@ -182,3 +182,20 @@ def test_md5_statistics_task_on_cpu(tmp_path):
             assert row["MD5"] == hashlib.md5(data).hexdigest()
             checked += 1
     assert checked > 100
+
+
+def test_dump_configuration_is_never_written_through_a_planted_link(tmp_path):
+    """kernel_kbyk_dump.json is the one file numprobe writes at L2: a link planted at its name
+    is refused (MindSpore would otherwise read a configuration from wherever it leads), and
+    the file it leads to is left as it was."""
+    out = tmp_path / "out"
+    out.mkdir()
+    victim = tmp_path / "victim.json"
+    victim.write_text("keep")
+    (out / "kernel_kbyk_dump.json").symlink_to(victim)
+    r = _run("numprobe", out, "graph", "tensor")
+    assert r.returncode != 0 and "done" not in r.stdout
+    assert "kernel_kbyk_dump.json" in r.stderr, r.stderr[-3000:]
+    assert victim.read_text() == "keep"
+    assert (out / "kernel_kbyk_dump.json").is_symlink()
+    assert not list(out.rglob("*.npy"))

@@ -19,10 +19,9 @@ MD5 of each tensor's bytes) and are deleted, so the staged data stays within a s
 import json
 import os
 import sys
-import tempfile
 from typing import Any, Dict, List
 
-from .. import _settings
+from .. import _outfiles, _settings
 from ..config import DumpConfig
 
 try:  # MindSpore's dynamic dump switches (2.5+); without them the dump runs from the start.
@@ -158,20 +157,9 @@ class KernelDumpRecorder:
 
     @staticmethod
     def _write_json(path: str, data: Dict[str, Any]) -> None:
-        # A fresh temporary file beside the target (O_EXCL: a planted name is never opened),
-        # renamed over it: a link at the final name is replaced, never written through.
-        fd, tmp = tempfile.mkstemp(prefix=os.path.basename(path) + ".", dir=os.path.dirname(path))
-        try:
-            with os.fdopen(fd, "w") as f:
-                json.dump(data, f, indent=4)
-                f.flush()
-                os.fsync(f.fileno())
-            os.chmod(tmp, 0o644)
-            os.replace(tmp, path)
-        except BaseException:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-            raise
+        # By the writers' rule: a link or non-file at the name is refused, never replaced or
+        # written through; the file is written beside it and renamed over it.
+        _outfiles.replace(path, lambda f: json.dump(data, f, indent=4))
 
     def _write_config(self) -> None:
         os.makedirs(self.cfg.dump_path, exist_ok=True)
