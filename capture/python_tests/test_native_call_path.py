@@ -288,3 +288,48 @@ def test_record_cache_never_serves_a_changed_tensor(tmp_path):
     data = json.loads(got["1"][("step0", "dump.json")])["data"]
     maxes = [data[f"Torch.abs.{i}.forward"]["output"][0]["Max"] for i in range(6)]
     assert maxes[0] == maxes[1] and maxes[3] == 3.0 and maxes[4] == maxes[5] == 4.0
+
+
+OVERFLOW_SCRIPT = r"""
+import json, sys
+import torch
+from numprobe.pytorch import PrecisionDebugger
+
+dump = sys.argv[1]
+with open(dump + ".json", "w") as f:
+    json.dump({"task": "statistics", "level": "L1", "dump_path": dump, "rank": [], "step": [],
+               "statistics": {"summary_mode": "statistics"}}, f)
+dbg = PrecisionDebugger(config_path=dump + ".json")
+torch.manual_seed(0)
+# An attention mask as T5 and BART build it: torch's float32 sum of it overflows.
+causal = torch.tril(torch.ones(8, 8, dtype=torch.bool))
+x = torch.randn(2, 4, 8, 8) * 0.1
+big = torch.full((2, 3), 1e20)
+dbg.start()
+masked = torch.where(causal, x, torch.finfo(torch.float32).min)
+squares = torch.mul(big, 1.0)  # its squares overflow, its sum does not
+dbg.stop()
+dbg.step()
+print(json.dumps({"Torch.where.0.forward": [masked.mean().item(), masked.norm().item()],
+                  "Torch.mul.0.forward": [squares.mean().item(), squares.norm().item()]}))
+"""
+
+
+def test_float32_sums_that_overflow_are_recorded_as_torch_computes_them(tmp_path):
+    """msprobe records torch.mean/torch.norm, whose float32 sums overflow to ±inf on data a
+    wider sum keeps finite (a mask filled with float32's minimum): the dump must say -inf
+    where torch does, not the finite mean of the exact sum."""
+    script = tmp_path / "script.py"
+    script.write_text(OVERFLOW_SCRIPT)
+    dump = str(tmp_path / "dump")
+    r = subprocess.run([sys.executable, str(script), dump], capture_output=True, text=True,
+                       timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    torch_says = json.loads(r.stdout.strip().splitlines()[-1])
+    (path,) = glob.glob(os.path.join(dump, "step0", "*", "dump.json"))
+    with open(path) as f:
+        data = json.load(f)["data"]
+    assert torch_says["Torch.where.0.forward"][0] == float("-inf")
+    for name, (mean, norm) in torch_says.items():
+        out = data[name]["output"][0]
+        assert (out["Mean"], out["Norm"]) == (mean, norm), name

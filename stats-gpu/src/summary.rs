@@ -436,11 +436,13 @@ pub fn compute(view: &TensorView, opts: &Options, engine: &Engine) -> Result<Rec
     }
     if let Some(threads) = torch_threads {
         // The one-pass record gave up (a float32 sum overflowed, or the bytes are not
-        // aligned): NaN/inf keep torch's propagation rules as applied above, finite results
-        // still take torch's order where the bytes can be read as float32.
+        // aligned). A NaN or infinity in the data keeps the propagation rules applied above;
+        // finite data takes torch's order where the bytes can be read as float32, whatever
+        // the wide sums above gave: torch's float32 sums overflow to ±inf (or NaN, once both
+        // signs overflowed) where the wide ones stay finite.
         let finite = |s: Option<Stat>| matches!(s, Some(Stat::Float(x)) if x.is_finite());
-        if finite(r.mean)
-            && finite(r.norm)
+        if finite(r.max)
+            && finite(r.min)
             && let Some(xs) = torch_order::as_f32(view.bytes()).filter(|xs| !xs.is_empty())
         {
             r.mean = Some(Stat::Float(torch_order::torch_mean(xs, threads) as f64));
@@ -912,6 +914,29 @@ mod tests {
             compute(&v, &ms, &e).unwrap(),
             compute(&v, &ms_rounded, &e).unwrap()
         );
+    }
+
+    /// Finite float32 data whose sums overflow in float32: torch's Mean and Norm are ±inf (as
+    /// torch 2.15 printed them for these tensors on the CPU), not the wide sums' finite
+    /// values.
+    #[test]
+    fn float32_sums_that_overflow_are_torchs() {
+        let o = Options::default();
+        let mut xs = vec![-3.0e38f32; 56];
+        xs.extend([0.25f32; 200]);
+        let r = f32_view_record(&xs, &[256], &o);
+        assert_eq!(
+            [r.max, r.min, r.mean, r.norm],
+            [0.25, -3.0e38f32 as f64, f64::NEG_INFINITY, f64::INFINITY]
+                .map(|x| Some(Stat::Float(x)))
+        );
+        let r = f32_view_record(&[1e20, 1e20], &[2], &o);
+        assert_eq!(r.mean, Some(Stat::Float(1.0000000200408773e20)));
+        assert_eq!(r.norm, Some(Stat::Float(f64::INFINITY)));
+        let xs: Vec<f32> = [3.0e38f32; 4].into_iter().chain([-3.0e38; 4]).collect();
+        let r = f32_view_record(&xs, &[8], &o);
+        assert_eq!(r.mean, Some(Stat::Float(f64::INFINITY)));
+        assert_eq!(r.norm, Some(Stat::Float(f64::INFINITY)));
     }
 
     #[test]
