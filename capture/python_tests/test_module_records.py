@@ -7,7 +7,12 @@ What msprobe writes and numprobe must write too:
   backward hook sees), and construct.json gives its backward node a parent;
 * a dataclass/namedtuple is written as a dict of all its fields, None fields included;
 * a module backward's `input` lists the gradients of the outputs that take part in the
-  backward only: no null for a None output, no record for a bool mask.
+  backward only: no null for a None output, no record for a bool mask;
+* parameter gradients only of modules called in the step (a module holding a weight that
+  others share and call, or whose weight is used without calling it, has none), in the order
+  of the modules' last calls where they share a parameter;
+* a backward node in construct.json for a module whose output does not depend on its input
+  (positions computed from an input's shape), whose backward hook never fires.
 """
 import json
 import os
@@ -166,3 +171,79 @@ def test_module_records_match_msprobe(tmp_path, level):
     assert "Module.ng.NoGrad.backward.0" not in data
     construct = load(ours, 0, "construct.json")
     assert construct["Module.d.fc.Linear.backward.0"] == "Module.d.DictOut.backward.0"
+
+
+SHARED_SCRIPT = r"""
+import sys
+import torch
+
+tool, cfg_path = sys.argv[1:3]
+if tool == "msprobe":
+    from msprobe.pytorch import PrecisionDebugger
+else:
+    from numprobe.pytorch import PrecisionDebugger
+
+
+class Positions(torch.nn.Embedding):
+    def forward(self, x):
+        ids = torch.arange(x.shape[1]).expand(x.shape[0], -1)
+        return super().forward(ids)
+
+
+class Tied(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.shared = torch.nn.Embedding(10, 4)
+        self.enc = torch.nn.Embedding(10, 4)
+        self.dec = torch.nn.Embedding(10, 4)
+        self.enc.weight = self.shared.weight
+        self.dec.weight = self.shared.weight
+        self.rel = torch.nn.Embedding(6, 4)
+        self.pos = Positions(8, 4)
+        self.head = torch.nn.Linear(4, 10)
+
+    def forward(self, ids, feats):
+        h = self.enc(ids) + self.pos(feats)
+        h = h + self.dec(ids) + self.rel.weight[: ids.shape[1]]
+        h = h + self.enc(ids)
+        return self.head(h).sum()
+
+
+dbg = PrecisionDebugger(config_path=cfg_path)
+torch.manual_seed(0)
+net = Tied()
+opt = torch.optim.SGD(net.parameters(), lr=0.1)
+for step in range(2):
+    dbg.start(model=net)
+    ids = torch.randint(0, 10, (2, 6))
+    feats = torch.randn(2, 6, requires_grad=True)
+    net(ids, feats).backward()
+    opt.step()
+    opt.zero_grad()
+    dbg.stop()
+    dbg.step()
+"""
+
+
+@pytest.mark.skipif(not HAVE_MSPROBE, reason="msprobe is not installed")
+@pytest.mark.parametrize("level", ["L0", "mix"])
+def test_shared_and_uncalled_modules_match_msprobe(tmp_path, level):
+    ours = run_script(str(tmp_path / "np"), "numprobe", level, SHARED_SCRIPT)
+    theirs = run_script(str(tmp_path / "ms"), "msprobe", level, SHARED_SCRIPT)
+    for step in (0, 1):
+        a, b = load(ours, step), load(theirs, step)
+        assert_same_structure(a, b)
+        assert_same_values(a, b)
+        assert load(ours, step, "construct.json") == load(theirs, step, "construct.json")
+        grads = [k for k in a["data"] if ".parameters_grad." in k]
+        # Never called: no gradient entry, though their weights get gradients.
+        assert not [k for k in grads if ".shared." in k or ".rel." in k], grads
+        # The shared weight's hooks in the order of the last calls: dec, then enc again.
+        shared = [k for k in grads if ".enc." in k or ".dec." in k]
+        assert shared == ["Module.dec.Embedding.parameters_grad.0",
+                          "Module.enc.Embedding.parameters_grad.0"], grads
+        # The positions' backward hook never fires (its output ignores its input), its node
+        # is there all the same.
+        construct = load(ours, step, "construct.json")
+        assert "Module.pos.Positions.backward.0" in construct
+        assert "Module.pos.Positions.backward.0" not in a["data"]

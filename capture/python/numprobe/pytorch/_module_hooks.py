@@ -105,6 +105,16 @@ def _backward_hook(module, rec, prefix, n):
 
     def backward_pre(mod, grad_output):
         if rec.enabled and rec.session is not None:
+            # The backward's node goes into construct.json when its gradients arrive, as
+            # msprobe's backward pre-hook puts it there: a module whose inputs get no gradient
+            # from its outputs (an embedding of positions computed from an input's shape)
+            # never reaches `backward` below, yet has its node.
+            if rec.cfg.extra_info:
+                _set_busy(True)
+                try:
+                    rec.session.construct(entry, rec.bwd_stack[-1] if rec.bwd_stack else None)
+                finally:
+                    _set_busy(False)
             rec.bwd_stack.append(entry)
         return None
 
@@ -118,8 +128,6 @@ def _backward_hook(module, rec, prefix, n):
         _set_busy(True)
         try:
             rec._begin_entry(entry)
-            if rec.cfg.extra_info:
-                rec.session.construct(entry, rec.bwd_stack[-1] if rec.bwd_stack else None)
             body = {}
             if "input" in rec.cfg.modes:
                 body["input"] = [rec.value(g, entry, ("input", i))
@@ -237,6 +245,8 @@ class ModuleHooks:
                 return None
             _set_busy(True)
             try:
+                if use_backward and torch.is_grad_enabled():
+                    rec._hook_param_grads(mod, prefix)
                 if rec.module_enabled and rec.selected(entry, entering=False):
                     rec._begin_entry(entry)
                     body = {}
@@ -256,15 +266,30 @@ class ModuleHooks:
 
         self.handles.append(module.register_forward_pre_hook(pre, with_kwargs=True))
         self.handles.append(module.register_forward_hook(post, with_kwargs=True))
-        if use_backward:
-            for pn, p in module.named_parameters(recurse=False):
-                if p.requires_grad:
-                    self._hook_param_grad(p, pn, prefix)
+
+    def _hook_param_grads(self, module, prefix):
+        """Hooks the gradients of `module`'s own parameters at the end of each of its recorded
+        forward calls, as msprobe does: on the parameter's gradient accumulator in this
+        step's graph, so a module that was not called (one holding a weight that other
+        modules share and call, or one whose weight is used without calling it) records
+        none, and a hook lives as long as the graph. A call hooks its parameters again, after
+        the hooks other modules sharing them set since (their entries follow that order)."""
+        for pname, p in module.named_parameters(recurse=False):
+            if p.requires_grad:
+                self._hook_param_grad(p, pname, prefix)
 
     def _hook_param_grad(self, param, pname, prefix):
         rec = self
+        key = (prefix, pname)
+        node = _grad_accumulator(param)
+        if node is None:
+            return
+        old = self.param_grad_hooks.pop(key, None)
+        if old is not None:
+            old.remove()  # nothing when the graph it was set on is gone
 
-        def hook(p):
+        def hook(grad_inputs, grad_outputs):
+            p = param
             if not rec.enabled or rec.session is None or p.grad is None:
                 return
             # msprobe numbers a module's gradient calls by its first parameter's arrivals.
@@ -293,4 +318,14 @@ class ModuleHooks:
             finally:
                 _set_busy(False)
 
-        self.handles.append(param.register_post_accumulate_grad_hook(hook))
+        self.param_grad_hooks[key] = node.register_hook(hook)
+
+
+def _grad_accumulator(param):
+    """The node of this step's graph that accumulates `param`'s gradient (msprobe reaches it
+    through `param.expand_as(param)`), or None when the graph does not hold one."""
+    edge = getattr(torch.autograd.graph, "get_gradient_edge", None)
+    if edge is not None:
+        return edge(param).node
+    tmp = param.expand_as(param)
+    return tmp.grad_fn.next_functions[0][0] if tmp.grad_fn is not None else None

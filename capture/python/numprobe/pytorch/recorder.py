@@ -61,6 +61,7 @@ class Recorder(StepSession, ApiHooks, ModuleHooks, Values, DeviceStats, StatsThr
         self.torch_order = cfg.precision == "low" and cfg.summary_mode != "xor"
         self.hooked_models = set()
         self.handles = []
+        self.param_grad_hooks = {}  # (module prefix, parameter name) -> its gradient hook
         self._walkers = {}  # see _walker
         self._init_stacks()
         self._init_values()
