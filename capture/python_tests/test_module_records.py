@@ -11,8 +11,12 @@ What msprobe writes and numprobe must write too:
 * parameter gradients only of modules called in the step (a module holding a weight that
   others share and call, or whose weight is used without calling it, has none), in the order
   of the modules' last calls where they share a parameter;
+* a forward API that a module's backward runs (a custom autograd Function's backward) has that
+  backward node as its construct.json parent;
 * a backward node in construct.json for a module whose output does not depend on its input
-  (positions computed from an input's shape), whose backward hook never fires.
+  (positions computed from an input's shape), whose backward hook never fires;
+* under torch's non-reentrant checkpoint, the modules a recomputation leaves when it stops
+  early get their forward entry with a None output, as msprobe's forward hook gives them.
 """
 import json
 import os
@@ -190,9 +194,30 @@ class Positions(torch.nn.Embedding):
         return super().forward(ids)
 
 
+class TanhFunction(torch.autograd.Function):
+    # A custom Function whose backward runs torch APIs (BLOOM's GeLUFunction is one): they
+    # arrive as forward calls while the module's backward is open.
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return torch.tanh(x)
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        t = torch.tanh(x)
+        return g * (1 - t * t)
+
+
+class CustomTanh(torch.nn.Module):
+    def forward(self, x):
+        return TanhFunction.apply(x)
+
+
 class Tied(torch.nn.Module):
     def __init__(self):
         super().__init__()
+        self.act = CustomTanh()
         self.shared = torch.nn.Embedding(10, 4)
         self.enc = torch.nn.Embedding(10, 4)
         self.dec = torch.nn.Embedding(10, 4)
@@ -205,7 +230,7 @@ class Tied(torch.nn.Module):
     def forward(self, ids, feats):
         h = self.enc(ids) + self.pos(feats)
         h = h + self.dec(ids) + self.rel.weight[: ids.shape[1]]
-        h = h + self.enc(ids)
+        h = self.act(h + self.enc(ids))
         return self.head(h).sum()
 
 
@@ -247,3 +272,103 @@ def test_shared_and_uncalled_modules_match_msprobe(tmp_path, level):
         construct = load(ours, step, "construct.json")
         assert "Module.pos.Positions.backward.0" in construct
         assert "Module.pos.Positions.backward.0" not in a["data"]
+        if level == "mix":
+            # The APIs of the custom backward: forward calls inside the module's backward node.
+            inside = [k for k, v in construct.items() if v == "Module.act.CustomTanh.backward.0"
+                      and k.endswith(".forward")]
+            assert inside, construct
+
+
+CHECKPOINT_SCRIPT = r"""
+import sys
+import torch
+import torch.utils.checkpoint as cp
+
+tool, cfg_path = sys.argv[1:3]
+if tool == "msprobe":
+    from msprobe.pytorch import PrecisionDebugger
+else:
+    from numprobe.pytorch import PrecisionDebugger
+
+
+class Mlp(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.up = torch.nn.Linear(8, 16)
+        self.down = torch.nn.Linear(16, 8)
+
+    def forward(self, x):
+        return self.down(torch.nn.functional.gelu(self.up(x)))
+
+
+class Block(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.norm = torch.nn.LayerNorm(8)
+        self.mlp = Mlp()
+
+    def forward(self, x):
+        return x + self.mlp(self.norm(x))
+
+
+class Net(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.blocks = torch.nn.ModuleList([Block(), Block()])
+        self.head = torch.nn.Linear(8, 2)
+
+    def forward(self, x):
+        for b in self.blocks:
+            x = cp.checkpoint(b, x, use_reentrant=False)
+        return self.head(x).sum()
+
+
+dbg = PrecisionDebugger(config_path=cfg_path)
+torch.manual_seed(0)
+net = Net()
+opt = torch.optim.SGD(net.parameters(), lr=0.1)
+for step in range(2):
+    dbg.start(model=net)
+    net(torch.randn(3, 8, requires_grad=True)).backward()
+    opt.step()
+    opt.zero_grad()
+    dbg.stop()
+    dbg.step()
+"""
+
+
+def _subsequence(short, long):
+    it = iter(long)
+    return all(k in it for k in short)
+
+
+@pytest.mark.skipif(not HAVE_MSPROBE, reason="msprobe is not installed")
+def test_non_reentrant_checkpoint_matches_msprobe_and_keeps_what_it_loses(tmp_path):
+    """torch.utils.checkpoint(use_reentrant=False) recomputes each block in the backward and
+    stops the recomputation by an exception once it has the tensors it needs. At L0 both tools
+    write the same entries: the modules left by the stop end with `"output": [null]`. At mix
+    msprobe 26.2 records no forward API after the first stop (the exception skips the end of
+    its API hook, which leaves its nesting counter up): the second block's recomputation and
+    the optimizer's updates are missing from its dump; numprobe records them, and everything
+    msprobe wrote it writes the same, in the same order."""
+    for level in ("L0", "mix"):
+        ours = run_script(str(tmp_path / f"np_{level}"), "numprobe", level, CHECKPOINT_SCRIPT)
+        theirs = run_script(str(tmp_path / f"ms_{level}"), "msprobe", level, CHECKPOINT_SCRIPT)
+        for step in (0, 1):
+            a, b = load(ours, step), load(theirs, step)
+            stopped = [k for k, v in a["data"].items() if v.get("output") == [None]]
+            assert "Module.blocks.0.mlp.down.Linear.forward.1" in stopped, stopped
+            if level == "L0":
+                assert_same_structure(a, b)
+                assert_same_values(a, b)
+                assert load(ours, step, "construct.json") == load(theirs, step, "construct.json")
+                continue
+            assert _subsequence(list(b["data"]), list(a["data"]))
+            assert_same_values(a, b)
+            extra = [k for k in a["data"] if k not in b["data"]]
+            assert extra and all(k.endswith(".forward") and not k.startswith("Module.")
+                                 for k in extra), extra
+            assert "Tensor.add_.0.forward" in extra  # SGD's first update
+            construct_a = load(ours, step, "construct.json")
+            for k, parent in load(theirs, step, "construct.json").items():
+                assert construct_a[k] == parent, k

@@ -432,7 +432,7 @@ class ApiHooks:
             _set_busy(True)
             try:
                 if rec.cfg.level == "mix" and rec.cfg.extra_info:
-                    parent = rec.bwd_stack[-1] if rec.bwd_stack else None
+                    parent = rec.module_stack[-1] if rec.module_stack else None
                     rec.session.construct(entry, parent)
                 if construct_only:
                     return

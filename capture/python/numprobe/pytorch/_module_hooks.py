@@ -10,11 +10,20 @@ msprobe feeds its own, with only the tensors that take part in the backward (fou
 lists, tuples and dicts): torch's full backward hooks would see tuples only, give a None output
 a slot and a bool mask a gradient.
 """
+import sys
+
 import torch
+import torch.utils.checkpoint
 from torch.utils.hooks import BackwardHook
 
 from ._reentry import busy as _busy
 from ._reentry import set_busy as _set_busy
+
+
+# What torch's non-reentrant checkpoint raises to end a recomputation once it has the tensors
+# the backward needs: the modules it leaves mid-forward get their forward entry ended with a
+# None output, as msprobe ends them (its forward hook runs on this exception).
+_STOP_RECOMPUTATION = getattr(torch.utils.checkpoint, "_StopRecomputationError", ())
 
 
 def _quiet_backward_hook_setup():
@@ -112,15 +121,15 @@ def _backward_hook(module, rec, prefix, n):
             if rec.cfg.extra_info:
                 _set_busy(True)
                 try:
-                    rec.session.construct(entry, rec.bwd_stack[-1] if rec.bwd_stack else None)
+                    rec.session.construct(entry, rec.module_stack[-1] if rec.module_stack else None)
                 finally:
                     _set_busy(False)
-            rec.bwd_stack.append(entry)
+            rec.module_stack.append(entry)
         return None
 
     def backward(mod, grad_input, grad_output):
-        if rec.bwd_stack and rec.bwd_stack[-1] == entry:
-            rec.bwd_stack.pop()
+        if rec.module_stack and rec.module_stack[-1] == entry:
+            rec.module_stack.pop()
         if not rec.enabled or rec.session is None:
             return None
         if not rec.selected(entry):
@@ -225,10 +234,10 @@ class ModuleHooks:
                     if "forward" in rec.cfg.modes and rec.cfg.extra_info:
                         rec._record_stack(entry, *rec.stack())
                 if not use_backward:
-                    calls.append((entry, None))
+                    calls.append((entry, None, sys.exc_info()[1]))
                     return None
                 bw = _backward_hook(mod, rec, prefix, n)
-                calls.append((entry, bw))
+                calls.append((entry, bw, sys.exc_info()[1]))
                 new_args = _setup_backward(bw.setup_input_hook, args)
             finally:
                 _set_busy(False)
@@ -238,10 +247,15 @@ class ModuleHooks:
             call = calls.pop() if calls else None
             if call is None:
                 return None
-            entry, bw = call
+            entry, bw, handled = call
             if rec.module_stack and rec.module_stack[-1] == entry:
                 rec.module_stack.pop()
-            if rec.session is None:
+            # Called on the forward's exception too (`always_call`): an exception other than
+            # the one being handled when the call began is the forward's own.
+            raised = sys.exc_info()[1]
+            raised = raised if raised is not handled else None
+            if rec.session is None or (raised is not None
+                                       and not isinstance(raised, _STOP_RECOMPUTATION)):
                 return None
             _set_busy(True)
             try:
@@ -258,14 +272,14 @@ class ModuleHooks:
                         }
                     if body:
                         rec._entry(entry, body, reinsert=True)
-                if bw is None:
+                if bw is None or raised is not None:
                     return None
                 return _setup_backward(bw.setup_output_hook, out)
             finally:
                 _set_busy(False)
 
         self.handles.append(module.register_forward_pre_hook(pre, with_kwargs=True))
-        self.handles.append(module.register_forward_hook(post, with_kwargs=True))
+        self.handles.append(module.register_forward_hook(post, with_kwargs=True, always_call=True))
 
     def _hook_param_grads(self, module, prefix):
         """Hooks the gradients of `module`'s own parameters at the end of each of its recorded

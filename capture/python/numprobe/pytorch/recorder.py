@@ -51,8 +51,11 @@ class Recorder(StepSession, ApiHooks, ModuleHooks, Values, DeviceStats, StatsThr
         self.extra_counters = {}  # calls msprobe cannot see (opt-in, see _api_hooks.py)
         self.extra_apis = _settings.extra_apis()
         self.module_counters = {}
+        # The open module calls, forward and backward nodes alike, as msprobe keeps them: an
+        # API's construct.json parent is the top, so a forward API that a module's backward
+        # runs (a custom autograd Function's backward, a checkpointed forward recomputed)
+        # has that backward node as its parent.
         self.module_stack = []
-        self.bwd_stack = []
         self.modules_with_backward = set()  # modules whose backward entry got data this step
         self.scope_state = "before"
         self.scope_taken = set()
@@ -138,7 +141,6 @@ class Recorder(StepSession, ApiHooks, ModuleHooks, Values, DeviceStats, StatsThr
         self.extra_counters.clear()
         self.module_counters.clear()
         self.module_stack.clear()
-        self.bwd_stack.clear()
         self.scope_state = "before"
         self.scope_taken = set()
         self.param_grad_counts = {}
