@@ -308,10 +308,13 @@ big = torch.full((2, 3), 1e20)
 dbg.start()
 masked = torch.where(causal, x, torch.finfo(torch.float32).min)
 squares = torch.mul(big, 1.0)  # its squares overflow, its sum does not
+# bfloat16, which torch sums in float32.
+masked16 = torch.where(causal, x.bfloat16(), torch.finfo(torch.bfloat16).min)
 dbg.stop()
 dbg.step()
 print(json.dumps({"Torch.where.0.forward": [masked.mean().item(), masked.norm().item()],
-                  "Torch.mul.0.forward": [squares.mean().item(), squares.norm().item()]}))
+                  "Torch.mul.0.forward": [squares.mean().item(), squares.norm().item()],
+                  "Torch.where.1.forward": [masked16.mean().item(), masked16.norm().item()]}))
 """
 
 
@@ -330,6 +333,7 @@ def test_float32_sums_that_overflow_are_recorded_as_torch_computes_them(tmp_path
     with open(path) as f:
         data = json.load(f)["data"]
     assert torch_says["Torch.where.0.forward"][0] == float("-inf")
+    assert torch_says["Torch.where.1.forward"][0] == float("-inf")
     for name, (mean, norm) in torch_says.items():
         out = data[name]["output"][0]
         assert (out["Mean"], out["Norm"]) == (mean, norm), name

@@ -293,9 +293,20 @@ fn stats(elem: DType, scalar: bool, p: &Partials, opts: &Options) -> [Stat; 4] {
     if elem.is_int() {
         return [Int(p.int_max), Int(p.int_min), Null, Null];
     }
-    let [mx, mn, mean, norm] = float_stats(p, elem);
+    let [mx, mn, mut mean, mut norm] = float_stats(p, elem);
     if elem == DType::F64 || opts.precision == Precision::High {
         return [mx, mn, Null, Null];
+    }
+    // torch sums float32, float16 and bfloat16 in float32: where a finite tensor's sum or sum
+    // of squares leaves float32's range, its Mean or Norm is infinite, whatever the wide sums
+    // here give (a bfloat16 mask filled with its minimum; bfloat16 values above 1.8e19).
+    if p.nan_count == 0 && p.pos_inf_count == 0 && p.neg_inf_count == 0 {
+        if (p.sum as f32).is_infinite() {
+            mean = Float(f64::INFINITY.copysign(p.sum));
+        }
+        if (p.sum_sq as f32).is_infinite() {
+            norm = Float(f64::INFINITY);
+        }
     }
     [mx, mn, mean, norm]
 }
@@ -936,6 +947,29 @@ mod tests {
         let xs: Vec<f32> = [3.0e38f32; 4].into_iter().chain([-3.0e38; 4]).collect();
         let r = f32_view_record(&xs, &[8], &o);
         assert_eq!(r.mean, Some(Stat::Float(f64::INFINITY)));
+        assert_eq!(r.norm, Some(Stat::Float(f64::INFINITY)));
+    }
+
+    /// The same for bfloat16, which torch sums in float32 too (torch 2.15's CPU values).
+    #[test]
+    fn bfloat16_sums_that_overflow_float32_are_torchs() {
+        let o = Options::default();
+        let bf = |xs: &[f32]| -> Vec<u8> {
+            xs.iter()
+                .flat_map(|&x| half::bf16::from_f32(x).to_le_bytes())
+                .collect()
+        };
+        let mut xs = vec![half::bf16::MIN.to_f32(); 56];
+        xs.extend([0.25f32; 200]);
+        let bytes = bf(&xs);
+        let v = TensorView::new(DType::BF16, &[256], &bytes).unwrap();
+        let r = compute(&v, &o, &Engine::new()).unwrap();
+        assert_eq!(r.mean, Some(Stat::Float(f64::NEG_INFINITY)));
+        assert_eq!(r.norm, Some(Stat::Float(f64::INFINITY)));
+        let bytes = bf(&[1e20, 1e20]);
+        let v = TensorView::new(DType::BF16, &[2], &bytes).unwrap();
+        let r = compute(&v, &o, &Engine::new()).unwrap();
+        assert_eq!(r.mean, Some(Stat::Float(9.972771014849226e19)));
         assert_eq!(r.norm, Some(Stat::Float(f64::INFINITY)));
     }
 
