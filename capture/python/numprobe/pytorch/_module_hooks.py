@@ -279,7 +279,11 @@ class ModuleHooks:
                 _set_busy(False)
 
         self.handles.append(module.register_forward_pre_hook(pre, with_kwargs=True))
-        self.handles.append(module.register_forward_hook(post, with_kwargs=True, always_call=True))
+        try:
+            handle = module.register_forward_hook(post, with_kwargs=True, always_call=True)
+        except TypeError:  # a torch without `always_call`: the forward's exception skips it
+            handle = module.register_forward_hook(post, with_kwargs=True)
+        self.handles.append(handle)
 
     def _hook_param_grads(self, module, prefix):
         """Hooks the gradients of `module`'s own parameters at the end of each of its recorded
