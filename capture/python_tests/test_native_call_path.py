@@ -337,3 +337,50 @@ def test_float32_sums_that_overflow_are_recorded_as_torch_computes_them(tmp_path
     for name, (mean, norm) in torch_says.items():
         out = data[name]["output"][0]
         assert (out["Mean"], out["Norm"]) == (mean, norm), name
+
+
+BF16_SCRIPT = r"""
+import json, sys
+import torch
+from numprobe.pytorch import PrecisionDebugger
+
+dump = sys.argv[1]
+torch.set_num_threads(1)
+with open(dump + ".json", "w") as f:
+    json.dump({"task": "statistics", "level": "L1", "dump_path": dump, "rank": [], "step": [],
+               "statistics": {"summary_mode": "statistics"}}, f)
+tensors = []
+# Values whose squares fall below float32's normal range (AdamW's second moments of tiny
+# gradients): torch's float32 norm loses bits there, a wider sum does not.
+for seed in (144, 157, 167):
+    g = torch.Generator().manual_seed(seed)
+    tensors.append((torch.rand(64, generator=g) * 1e-21).bfloat16())
+g = torch.Generator().manual_seed(0)
+for n in (8, 9, 100, 4096, 40000):
+    tensors.append((torch.randn(n, generator=g) * torch.rand(n, generator=g) * 10).bfloat16())
+dbg = PrecisionDebugger(config_path=dump + ".json")
+dbg.start()
+outs = [torch.mul(t, 1.0) for t in tensors]
+dbg.stop()
+dbg.step()
+print(json.dumps([[o.mean().item(), o.norm().item()] for o in outs]))
+"""
+
+
+def test_bfloat16_mean_and_norm_are_torchs_to_the_last_bit(tmp_path):
+    """torch reduces bfloat16 as float32 (its values converted, summed in float32's order,
+    then rounded to bfloat16): the dump's Mean and Norm are those bits, also where float32
+    accumulation loses precision and a wider sum would round to the next bfloat16."""
+    script = tmp_path / "script.py"
+    script.write_text(BF16_SCRIPT)
+    dump = str(tmp_path / "dump")
+    r = subprocess.run([sys.executable, str(script), dump], capture_output=True, text=True,
+                       timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    torch_says = json.loads(r.stdout.strip().splitlines()[-1])
+    (path,) = glob.glob(os.path.join(dump, "step0", "*", "dump.json"))
+    with open(path) as f:
+        data = json.load(f)["data"]
+    got = [[data[f"Torch.mul.{i}.forward"]["output"][0][k] for k in ("Mean", "Norm")]
+           for i in range(len(torch_says))]
+    assert got == torch_says

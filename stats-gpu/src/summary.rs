@@ -336,11 +336,14 @@ fn float_stats(p: &Partials, dt: DType) -> [Stat; 4] {
     ]
 }
 
-/// `x` rounded to nearest in `dt` (for the float dtypes), given back as f64.
+/// `x` rounded to nearest in `dt` (for the float dtypes), given back as f64. float16 and
+/// bfloat16 go through float32, as the frameworks' float32 results are cast (and because
+/// `half`'s conversions from f64 drop the low 32 bits before rounding: a value just above a
+/// tie, such as a float32 result, would round as the tie).
 pub fn round_to(x: f64, dt: DType) -> f64 {
     match dt {
-        DType::F16 => half::f16::from_f64(x).to_f64(),
-        DType::BF16 => half::bf16::from_f64(x).to_f64(),
+        DType::F16 => half::f16::from_f32(x as f32).to_f64(),
+        DType::BF16 => half::bf16::from_f32(x as f32).to_f64(),
         DType::F32 | DType::C64 => x as f32 as f64,
         _ => x,
     }
@@ -355,6 +358,39 @@ pub fn torch_order_applies(view: &TensorView, opts: &Options) -> bool {
         && opts.precision == Precision::Low
         && opts.flavour == Flavour::PyTorch
         && opts.mode != SummaryMode::Xor
+}
+
+/// Whether msprobe's Mean/Norm of this tensor are torch's float32 reductions of its bfloat16
+/// values converted to float32 (torch reduces bfloat16 that way: the float32 sum and norm in
+/// [`torch_order`]'s order, then rounded to bfloat16): the bfloat16 counterpart of
+/// [`torch_order_applies`].
+fn bf16_torch_order_applies(view: &TensorView, opts: &Options) -> bool {
+    view.dtype() == DType::BF16
+        && !view.is_scalar()
+        && opts.precision == Precision::Low
+        && opts.flavour == Flavour::PyTorch
+        && opts.mode != SummaryMode::Xor
+}
+
+/// Mean and Norm of a finite bfloat16 tensor in torch's order (see
+/// [`bf16_torch_order_applies`]). The wide one-pass sums round to the same bfloat16 nearly
+/// always; they differ by a bfloat16 ulp where float32 accumulation loses bits, as in AdamW's
+/// second moments of tiny gradients, whose squares fall below float32's normal range.
+fn bf16_torch_mean_norm(r: &mut Record, view: &TensorView, threads: usize) {
+    let finite = |s: Option<Stat>| matches!(s, Some(Stat::Float(x)) if x.is_finite());
+    // Under one vector torch's norm takes a kernel whose order was not pinned down.
+    if view.numel() < torch_order::VEC || !(finite(r.max) && finite(r.min)) {
+        return;
+    }
+    let xs: Vec<f32> = view
+        .bytes()
+        .chunks_exact(2)
+        .map(|c| half::bf16::from_le_bytes([c[0], c[1]]).to_f32())
+        .collect();
+    let f = torch_order::fused_threads_on(&xs, threads, None, None);
+    let mean = f.sum / xs.len() as f32;
+    r.mean = Some(Stat::Float(round_to(mean as f64, DType::BF16)));
+    r.norm = Some(Stat::Float(round_to(f.norm as f64, DType::BF16)));
 }
 
 fn is_float8(d: DType) -> bool {
@@ -397,9 +433,18 @@ pub fn compute(view: &TensorView, opts: &Options, engine: &Engine) -> Result<Rec
         Exactness::TorchCpu { threads } if torch_order_applies(view, opts) => Some(threads.max(1)),
         _ => None,
     };
+    let bf16_threads = match opts.exact {
+        Exactness::TorchCpu { threads } if bf16_torch_order_applies(view, opts) => {
+            Some(threads.max(1))
+        }
+        _ => None,
+    };
     // The torch-order bits come from CPU kernels' order: Auto keeps such tensors on the CPU.
     let ms_cpu = opts.exact == Exactness::MindSporeCpu && opts.flavour == Flavour::MindSpore;
-    let backend = match (torch_threads.is_some() || ms_cpu, opts.backend) {
+    let backend = match (
+        torch_threads.is_some() || bf16_threads.is_some() || ms_cpu,
+        opts.backend,
+    ) {
         (true, Backend::Auto) => Backend::Cpu,
         (_, b) => b,
     };
@@ -444,6 +489,9 @@ pub fn compute(view: &TensorView, opts: &Options, engine: &Engine) -> Result<Rec
     let mut r = record(view, &p, sum, opts);
     if ms_cpu && !view.is_scalar() {
         mindspore_cpu_mean_norm(&mut r, view, view.shape());
+    }
+    if let Some(threads) = bf16_threads.filter(|_| gpu.is_none()) {
+        bf16_torch_mean_norm(&mut r, view, threads);
     }
     if let Some(threads) = torch_threads {
         // The one-pass record gave up (a float32 sum overflowed, or the bytes are not
@@ -948,6 +996,40 @@ mod tests {
         let r = f32_view_record(&xs, &[8], &o);
         assert_eq!(r.mean, Some(Stat::Float(f64::INFINITY)));
         assert_eq!(r.norm, Some(Stat::Float(f64::INFINITY)));
+    }
+
+    /// A float32 result just above a tie of two bfloat16 values rounds up (torch 2.15 printed
+    /// this Norm for a 64-element tensor whose float32 norm it is); every float32 rounds to
+    /// bfloat16 as round-to-nearest-even on its own bits does.
+    #[test]
+    fn float32_results_round_to_half_precision_exactly() {
+        assert_eq!(
+            round_to(5.602488251099658e-9, DType::BF16),
+            5.617039278149605e-9
+        );
+        let bf16_rne = |b: u32| -> u32 { (b + 0x7FFF + ((b >> 16) & 1)) >> 16 };
+        let mut state = 0x9E37_79B9_7F4A_7C15u64;
+        for i in 0..200_000u32 {
+            state = state
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            // Random bits, and values just above and below bfloat16 ties.
+            let bits = match i % 3 {
+                0 => (state >> 32) as u32,
+                1 => ((state >> 32) as u32 & !0xFFFF) | 0x8000 | (i & 7),
+                _ => ((state >> 32) as u32 & !0xFFFF) | 0x7FF8 | (i & 7),
+            };
+            let x = f32::from_bits(bits);
+            if !x.is_finite() || (bits & 0x7F80_0000) == 0x7F00_0000 {
+                continue; // NaN/inf, and the last binade (it may round to inf either way)
+            }
+            let want = f32::from_bits(bf16_rne(bits) << 16) as f64;
+            assert_eq!(
+                round_to(x as f64, DType::BF16).to_bits(),
+                want.to_bits(),
+                "{bits:#x}"
+            );
+        }
     }
 
     /// The same for bfloat16, which torch sums in float32 too (torch 2.15's CPU values).
