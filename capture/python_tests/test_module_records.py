@@ -28,9 +28,23 @@ import pytest
 from test_pytorch_capture import (HAVE_MSPROBE, assert_same_structure, assert_same_values,
                                   load)
 
-SCRIPT = r'''
-import collections, dataclasses, json, sys
-from typing import Optional
+# The start and end of the scripts below: two steps of SGD on `Net()` fed by `inputs()`.
+TRAIN = r"""
+dbg = PrecisionDebugger(config_path=cfg_path)
+torch.manual_seed(0)
+net = Net()
+opt = torch.optim.SGD(net.parameters(), lr=0.1)
+for step in range(2):
+    dbg.start(model=net)
+    net(*inputs()).backward()
+    opt.step()
+    opt.zero_grad()
+    dbg.stop()
+    dbg.step()
+"""
+
+HEADER = r"""
+import sys
 import torch
 
 tool, cfg_path = sys.argv[1:3]
@@ -38,6 +52,11 @@ if tool == "msprobe":
     from msprobe.pytorch import PrecisionDebugger
 else:
     from numprobe.pytorch import PrecisionDebugger
+"""
+
+SCRIPT = HEADER + r'''
+import collections, dataclasses
+from typing import Optional
 
 
 @dataclasses.dataclass
@@ -116,20 +135,9 @@ class Net(torch.nn.Module):
         return (p.value + c).sum() + idx.sum()
 
 
-dbg = PrecisionDebugger(config_path=cfg_path)
-torch.manual_seed(0)
-net = Net()
-opt = torch.optim.SGD(net.parameters(), lr=0.1)
-for step in range(2):
-    dbg.start(model=net)
-    x = torch.randn(3, 4, requires_grad=True)
-    loss = net(x)
-    loss.backward()
-    opt.step()
-    opt.zero_grad()
-    dbg.stop()
-    dbg.step()
-'''
+def inputs():
+    return (torch.randn(3, 4, requires_grad=True),)
+''' + TRAIN
 
 
 def run_script(tmp, tool, level, script=SCRIPT):
@@ -177,15 +185,7 @@ def test_module_records_match_msprobe(tmp_path, level):
     assert construct["Module.d.fc.Linear.backward.0"] == "Module.d.DictOut.backward.0"
 
 
-SHARED_SCRIPT = r"""
-import sys
-import torch
-
-tool, cfg_path = sys.argv[1:3]
-if tool == "msprobe":
-    from msprobe.pytorch import PrecisionDebugger
-else:
-    from numprobe.pytorch import PrecisionDebugger
+SHARED_SCRIPT = HEADER + r"""
 
 
 class Positions(torch.nn.Embedding):
@@ -214,7 +214,7 @@ class CustomTanh(torch.nn.Module):
         return TanhFunction.apply(x)
 
 
-class Tied(torch.nn.Module):
+class Net(torch.nn.Module):
     def __init__(self):
         super().__init__()
         self.act = CustomTanh()
@@ -234,20 +234,9 @@ class Tied(torch.nn.Module):
         return self.head(h).sum()
 
 
-dbg = PrecisionDebugger(config_path=cfg_path)
-torch.manual_seed(0)
-net = Tied()
-opt = torch.optim.SGD(net.parameters(), lr=0.1)
-for step in range(2):
-    dbg.start(model=net)
-    ids = torch.randint(0, 10, (2, 6))
-    feats = torch.randn(2, 6, requires_grad=True)
-    net(ids, feats).backward()
-    opt.step()
-    opt.zero_grad()
-    dbg.stop()
-    dbg.step()
-"""
+def inputs():
+    return torch.randint(0, 10, (2, 6)), torch.randn(2, 6, requires_grad=True)
+""" + TRAIN
 
 
 @pytest.mark.skipif(not HAVE_MSPROBE, reason="msprobe is not installed")
@@ -279,16 +268,8 @@ def test_shared_and_uncalled_modules_match_msprobe(tmp_path, level):
             assert inside, construct
 
 
-CHECKPOINT_SCRIPT = r"""
-import sys
-import torch
+CHECKPOINT_SCRIPT = HEADER + r"""
 import torch.utils.checkpoint as cp
-
-tool, cfg_path = sys.argv[1:3]
-if tool == "msprobe":
-    from msprobe.pytorch import PrecisionDebugger
-else:
-    from numprobe.pytorch import PrecisionDebugger
 
 
 class Mlp(torch.nn.Module):
@@ -323,18 +304,9 @@ class Net(torch.nn.Module):
         return self.head(x).sum()
 
 
-dbg = PrecisionDebugger(config_path=cfg_path)
-torch.manual_seed(0)
-net = Net()
-opt = torch.optim.SGD(net.parameters(), lr=0.1)
-for step in range(2):
-    dbg.start(model=net)
-    net(torch.randn(3, 8, requires_grad=True)).backward()
-    opt.step()
-    opt.zero_grad()
-    dbg.stop()
-    dbg.step()
-"""
+def inputs():
+    return (torch.randn(3, 8, requires_grad=True),)
+""" + TRAIN
 
 
 def _subsequence(short, long):

@@ -290,6 +290,20 @@ def test_record_cache_never_serves_a_changed_tensor(tmp_path):
     assert maxes[0] == maxes[1] and maxes[3] == 3.0 and maxes[4] == maxes[5] == 4.0
 
 
+def _run_and_load(tmp_path, script_text):
+    """Runs a script that dumps step 0 into argv[1] and prints what torch says as its last
+    line; returns (that, the dump's data)."""
+    script = tmp_path / "script.py"
+    script.write_text(script_text)
+    dump = str(tmp_path / "dump")
+    r = subprocess.run([sys.executable, str(script), dump], capture_output=True, text=True,
+                       timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    (path,) = glob.glob(os.path.join(dump, "step0", "*", "dump.json"))
+    with open(path) as f:
+        return json.loads(r.stdout.strip().splitlines()[-1]), json.load(f)["data"]
+
+
 OVERFLOW_SCRIPT = r"""
 import json, sys
 import torch
@@ -322,16 +336,7 @@ def test_float32_sums_that_overflow_are_recorded_as_torch_computes_them(tmp_path
     """msprobe records torch.mean/torch.norm, whose float32 sums overflow to ±inf on data a
     wider sum keeps finite (a mask filled with float32's minimum): the dump must say -inf
     where torch does, not the finite mean of the exact sum."""
-    script = tmp_path / "script.py"
-    script.write_text(OVERFLOW_SCRIPT)
-    dump = str(tmp_path / "dump")
-    r = subprocess.run([sys.executable, str(script), dump], capture_output=True, text=True,
-                       timeout=600)
-    assert r.returncode == 0, r.stderr[-3000:]
-    torch_says = json.loads(r.stdout.strip().splitlines()[-1])
-    (path,) = glob.glob(os.path.join(dump, "step0", "*", "dump.json"))
-    with open(path) as f:
-        data = json.load(f)["data"]
+    torch_says, data = _run_and_load(tmp_path, OVERFLOW_SCRIPT)
     assert torch_says["Torch.where.0.forward"][0] == float("-inf")
     assert torch_says["Torch.where.1.forward"][0] == float("-inf")
     for name, (mean, norm) in torch_says.items():
@@ -371,16 +376,7 @@ def test_bfloat16_mean_and_norm_are_torchs_to_the_last_bit(tmp_path):
     """torch reduces bfloat16 as float32 (its values converted, summed in float32's order,
     then rounded to bfloat16): the dump's Mean and Norm are those bits, also where float32
     accumulation loses precision and a wider sum would round to the next bfloat16."""
-    script = tmp_path / "script.py"
-    script.write_text(BF16_SCRIPT)
-    dump = str(tmp_path / "dump")
-    r = subprocess.run([sys.executable, str(script), dump], capture_output=True, text=True,
-                       timeout=600)
-    assert r.returncode == 0, r.stderr[-3000:]
-    torch_says = json.loads(r.stdout.strip().splitlines()[-1])
-    (path,) = glob.glob(os.path.join(dump, "step0", "*", "dump.json"))
-    with open(path) as f:
-        data = json.load(f)["data"]
+    torch_says, data = _run_and_load(tmp_path, BF16_SCRIPT)
     got = [[data[f"Torch.mul.{i}.forward"]["output"][0][k] for k in ("Mean", "Norm")]
            for i in range(len(torch_says))]
     assert got == torch_says
