@@ -372,14 +372,20 @@ fn bf16_torch_order_applies(view: &TensorView, opts: &Options) -> bool {
         && opts.mode != SummaryMode::Xor
 }
 
+/// The largest bfloat16 tensor whose Mean/Norm take torch's order (its float32 copy: 64 MiB).
+const BF16_TORCH_ORDER_MAX: usize = 1 << 24;
+
 /// Mean and Norm of a finite bfloat16 tensor in torch's order (see
 /// [`bf16_torch_order_applies`]). The wide one-pass sums round to the same bfloat16 nearly
 /// always; they differ by a bfloat16 ulp where float32 accumulation loses bits, as in AdamW's
 /// second moments of tiny gradients, whose squares fall below float32's normal range.
 fn bf16_torch_mean_norm(r: &mut Record, view: &TensorView, threads: usize) {
     let finite = |s: Option<Stat>| matches!(s, Some(Stat::Float(x)) if x.is_finite());
-    // Under one vector torch's norm takes a kernel whose order was not pinned down.
-    if view.numel() < torch_order::VEC || !(finite(r.max) && finite(r.min)) {
+    // Under one vector torch's norm takes a kernel whose order was not pinned down; above
+    // BF16_TORCH_ORDER_MAX the float32 copy would cost more memory than it is worth (the wide
+    // sums stay, a bfloat16 ulp away from torch's at worst and only rarely).
+    let sized = (torch_order::VEC..=BF16_TORCH_ORDER_MAX).contains(&view.numel());
+    if !sized || !finite(r.max) || !finite(r.min) {
         return;
     }
     let xs: Vec<f32> = view
