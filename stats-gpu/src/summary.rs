@@ -166,18 +166,28 @@ pub fn mindspore_casts_to_f32(elem: DType, shape_is_scalar: bool, opts: &Options
 /// Little-endian float32 bytes of a real tensor (values rounded to nearest, as `.to(float32)`).
 /// Bool and complex give no bytes.
 pub fn to_f32_bytes(view: &TensorView) -> Vec<u8> {
+    if view.dtype() == DType::F32 {
+        return view.bytes().to_vec();
+    }
+    bytemuck::cast_slice(&f32_values(view)).to_vec()
+}
+
+/// The elements of a real tensor as float32 ([`to_f32_bytes`]'s values); each dtype's
+/// conversion is one `extend` over whole elements, which the compiler vectorises.
+fn f32_values(view: &TensorView) -> Vec<f32> {
     let b = view.bytes();
-    let mut out = Vec::with_capacity(view.numel() * 4);
-    let mut put = |x: f32| out.extend_from_slice(&x.to_le_bytes());
+    let mut out = Vec::with_capacity(view.numel());
     macro_rules! each {
         ($n:literal, $f:expr) => {
-            b.chunks_exact($n)
-                .for_each(|c| put($f(c.try_into().expect("element"))))
+            out.extend(
+                b.chunks_exact($n)
+                    .map(|c| $f(<[u8; $n]>::try_from(c).expect("element"))),
+            )
         };
     }
     match view.dtype() {
-        DType::U8 => b.iter().for_each(|&x| put(x as f32)),
-        DType::I8 => b.iter().for_each(|&x| put(x as i8 as f32)),
+        DType::U8 => out.extend(b.iter().map(|&x| x as f32)),
+        DType::I8 => out.extend(b.iter().map(|&x| x as i8 as f32)),
         DType::I16 => each!(2, |c| i16::from_le_bytes(c) as f32),
         DType::U16 => each!(2, |c| u16::from_le_bytes(c) as f32),
         DType::I32 => each!(4, |c| i32::from_le_bytes(c) as f32),
@@ -185,15 +195,19 @@ pub fn to_f32_bytes(view: &TensorView) -> Vec<u8> {
         DType::I64 => each!(8, |c| i64::from_le_bytes(c) as f32),
         DType::U64 => each!(8, |c| u64::from_le_bytes(c) as f32),
         DType::F16 => each!(2, |c| half::f16::from_le_bytes(c).to_f32()),
-        DType::BF16 => each!(2, |c| half::bf16::from_le_bytes(c).to_f32()),
-        DType::F32 => out.extend_from_slice(b),
+        // A bfloat16 is a float32's upper half: aligned words take a plain shift.
+        DType::BF16 => match bytemuck::try_cast_slice::<u8, u16>(b) {
+            Ok(words) => out.extend(
+                words
+                    .iter()
+                    .map(|&w| f32::from_bits(u32::from(u16::from_le(w)) << 16)),
+            ),
+            Err(_) => each!(2, |c| half::bf16::from_le_bytes(c).to_f32()),
+        },
+        DType::F32 => each!(4, f32::from_le_bytes),
         DType::F64 => each!(8, |c| f64::from_le_bytes(c) as f32),
-        DType::F8E4M3FN => b
-            .iter()
-            .for_each(|&x| put(numprobe_tensor::float8::e4m3fn_to_f32(x))),
-        DType::F8E5M2 => b
-            .iter()
-            .for_each(|&x| put(numprobe_tensor::float8::e5m2_to_f32(x))),
+        DType::F8E4M3FN => out.extend(b.iter().map(|&x| numprobe_tensor::float8::e4m3fn_to_f32(x))),
+        DType::F8E5M2 => out.extend(b.iter().map(|&x| numprobe_tensor::float8::e5m2_to_f32(x))),
         DType::Bool | DType::C64 | DType::C128 => {}
     }
     out
@@ -375,30 +389,6 @@ fn bf16_torch_order_applies(view: &TensorView, opts: &Options) -> bool {
 /// The largest bfloat16 tensor whose Mean/Norm take torch's order (its float32 copy: 64 MiB).
 const BF16_TORCH_ORDER_MAX: usize = 1 << 24;
 
-/// Mean and Norm of a finite bfloat16 tensor in torch's order (see
-/// [`bf16_torch_order_applies`]). The wide one-pass sums round to the same bfloat16 nearly
-/// always; they differ by a bfloat16 ulp where float32 accumulation loses bits, as in AdamW's
-/// second moments of tiny gradients, whose squares fall below float32's normal range.
-fn bf16_torch_mean_norm(r: &mut Record, view: &TensorView, threads: usize) {
-    let finite = |s: Option<Stat>| matches!(s, Some(Stat::Float(x)) if x.is_finite());
-    // Under one vector torch's norm takes a kernel whose order was not pinned down; above
-    // BF16_TORCH_ORDER_MAX the float32 copy would cost more memory than it is worth (the wide
-    // sums stay, a bfloat16 ulp away from torch's at worst and only rarely).
-    let sized = (torch_order::VEC..=BF16_TORCH_ORDER_MAX).contains(&view.numel());
-    if !sized || !finite(r.max) || !finite(r.min) {
-        return;
-    }
-    let xs: Vec<f32> = view
-        .bytes()
-        .chunks_exact(2)
-        .map(|c| half::bf16::from_le_bytes([c[0], c[1]]).to_f32())
-        .collect();
-    let f = torch_order::fused_threads_on(&xs, threads, None, None);
-    let mean = f.sum / xs.len() as f32;
-    r.mean = Some(Stat::Float(round_to(mean as f64, DType::BF16)));
-    r.norm = Some(Stat::Float(round_to(f.norm as f64, DType::BF16)));
-}
-
 fn is_float8(d: DType) -> bool {
     matches!(d, DType::F8E4M3FN | DType::F8E5M2)
 }
@@ -477,6 +467,11 @@ pub fn compute(view: &TensorView, opts: &Options, engine: &Engine) -> Result<Rec
     {
         return Ok(r);
     }
+    if let Some(threads) = bf16_threads.filter(|_| gpu.is_none())
+        && let Some(r) = bf16_torch_order_record(view, opts, threads)
+    {
+        return Ok(r);
+    }
     let (p, sum) = match (opts.mode, &gpu) {
         (SummaryMode::Statistics, None) => (fast::partials(view), 0),
         (SummaryMode::Md5, None) if !needs_f32_crc(view, opts) => {
@@ -495,24 +490,6 @@ pub fn compute(view: &TensorView, opts: &Options, engine: &Engine) -> Result<Rec
     let mut r = record(view, &p, sum, opts);
     if ms_cpu && !view.is_scalar() {
         mindspore_cpu_mean_norm(&mut r, view, view.shape());
-    }
-    if let Some(threads) = bf16_threads.filter(|_| gpu.is_none()) {
-        bf16_torch_mean_norm(&mut r, view, threads);
-    }
-    if let Some(threads) = torch_threads {
-        // The one-pass record gave up (a float32 sum overflowed, or the bytes are not
-        // aligned). A NaN or infinity in the data keeps the propagation rules applied above;
-        // finite data takes torch's order where the bytes can be read as float32, whatever
-        // the wide sums above gave: torch's float32 sums overflow to ±inf (or NaN, once both
-        // signs overflowed) where the wide ones stay finite.
-        let finite = |s: Option<Stat>| matches!(s, Some(Stat::Float(x)) if x.is_finite());
-        if finite(r.max)
-            && finite(r.min)
-            && let Some(xs) = torch_order::as_f32(view.bytes()).filter(|xs| !xs.is_empty())
-        {
-            r.mean = Some(Stat::Float(torch_order::torch_mean(xs, threads) as f64));
-            r.norm = Some(Stat::Float(torch_order::torch_norm(xs) as f64));
-        }
     }
     Ok(r)
 }
@@ -568,15 +545,49 @@ fn torch_order_record(
     // torch sums in per-thread chunks from GRAIN elements on; the norm stays one chain.
     let mut crc = (opts.mode == SummaryMode::Md5).then(crc32fast::Hasher::new);
     let f = torch_order::fused_threads_on(xs, threads, crc.as_mut(), on);
-    if !(f.sum.is_finite() && f.norm.is_finite()) {
+    fused_record(&f, xs.len(), DType::F32, || {
+        crc.map(|c| Checksum::Crc32(c.finalize()))
+    })
+}
+
+/// The record of a bfloat16 tensor as torch reduces it: its values converted to float32 and
+/// reduced in [`torch_order`]'s order, Mean and Norm rounded to bfloat16; `None` where
+/// [`fused_record`] gives up, and outside `VEC..=BF16_TORCH_ORDER_MAX` elements (under one
+/// vector torch's norm takes a kernel whose order was not pinned down; above, the float32
+/// copy would cost more memory than it is worth: the general path's wide sums round to the
+/// same bfloat16 but rarely, where float32 accumulation loses bits).
+fn bf16_torch_order_record(view: &TensorView, opts: &Options, threads: usize) -> Option<Record> {
+    let n = view.numel();
+    if !(torch_order::VEC..=BF16_TORCH_ORDER_MAX).contains(&n) {
+        return None;
+    }
+    let xs = f32_values(view);
+    let f = torch_order::fused_threads_on(&xs, threads, None, None);
+    fused_record(&f, n, DType::BF16, || {
+        (opts.mode == SummaryMode::Md5).then(|| Checksum::Crc32(raw_checksum(view, opts) as u32))
+    })
+}
+
+/// The record from a torch-order pass over `n` float32 values of a `dt` tensor: Mean and Norm
+/// are the pass's float32 results rounded to `dt`, infinite where torch's float32 sums
+/// overflow. `None` for data holding a NaN (its square makes the norm NaN), whose records
+/// the general path's propagation rules make; ±inf and overflows follow IEEE in torch's
+/// order, as torch's do.
+fn fused_record(
+    f: &torch_order::Fused,
+    n: usize,
+    dt: DType,
+    md5: impl FnOnce() -> Option<Checksum>,
+) -> Option<Record> {
+    if f.norm.is_nan() {
         return None;
     }
     Some(Record {
         max: Some(Stat::Float(f.max as f64)),
         min: Some(Stat::Float(f.min as f64)),
-        mean: Some(Stat::Float((f.sum / xs.len() as f32) as f64)),
-        norm: Some(Stat::Float(f.norm as f64)),
-        md5: crc.map(|c| Checksum::Crc32(c.finalize())),
+        mean: Some(Stat::Float(round_to((f.sum / n as f32) as f64, dt))),
+        norm: Some(Stat::Float(round_to(f.norm as f64, dt))),
+        md5: md5(),
     })
 }
 
