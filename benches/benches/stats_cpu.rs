@@ -2,8 +2,9 @@
 //! f16 and bf16 at 4 KiB, 1 MiB and 64 MiB (1 GiB with `NUMPROBE_BENCH_HUGE=1`), plus a batch
 //! of 10 000 tensors of 4096 f32 elements; the float32 pass in PyTorch's order
 //! (`torch_order`); and the embedding call, `stats_gpu::statistics` of an ndarray array on the
-//! CPU (torch order and rounded, md5 mode, bf16), at 1 MiB and 16 MiB. Throughput is input
-//! bytes per second.
+//! CPU (torch order and rounded, md5 mode, bf16, f16), at 1 MiB and 16 MiB; and the float16
+//! norm's chain (torch's order for float16) as written and by grid blocks. Throughput is
+//! input bytes per second.
 
 use std::hint::black_box;
 
@@ -177,9 +178,46 @@ fn api(c: &mut Criterion) {
         g.bench_with_input(BenchmarkId::new("bf16", label), &bf, |b, xs| {
             b.iter(|| statistics(black_box(xs), &cpu).expect("record"))
         });
+        let f16s = xs.mapv(half::f16::from_f32);
+        g.bench_with_input(BenchmarkId::new("f16", label), &f16s, |b, xs| {
+            b.iter(|| statistics(black_box(xs), &cpu).expect("record"))
+        });
+        let rounded = Options {
+            exact: Exactness::Rounded,
+            ..cpu
+        };
+        g.bench_with_input(BenchmarkId::new("f16_rounded", label), &f16s, |b, xs| {
+            b.iter(|| statistics(black_box(xs), &rounded).expect("record"))
+        });
     }
     g.finish();
 }
 
-criterion_group!(benches, single, batch, torch_order, api);
+/// The float16 norm's chain of single float32 additions (torch's order for float16): as
+/// written, and by blocks on the accumulator's grid (`torch_order::torch_norm_in`), beside the
+/// float32 order's vector pass over the same values.
+fn float16_norm(c: &mut Criterion) {
+    let mut g = c.benchmark_group("stats_cpu/float16_norm");
+    for (label, bytes) in API_SIZES {
+        let xs: Vec<f32> = f32_array(bytes)
+            .iter()
+            .map(|&x| half::f16::from_f32(x).to_f32())
+            .collect();
+        g.throughput(Throughput::Bytes(bytes as u64 / 2));
+        g.bench_with_input(BenchmarkId::new("one_by_one", label), &xs, |b, xs| {
+            b.iter(|| black_box(xs).iter().fold(0f32, |a, &x| a + x * x).sqrt())
+        });
+        g.bench_with_input(BenchmarkId::new("grid_blocks", label), &xs, |b, xs| {
+            b.iter(|| torch_order::torch_norm_in(black_box(xs), torch_order::NormOrder::Float16, 1))
+        });
+        g.bench_with_input(
+            BenchmarkId::new("float32_order_pass", label),
+            &xs,
+            |b, xs| b.iter(|| torch_order::fused(black_box(xs))),
+        );
+    }
+    g.finish();
+}
+
+criterion_group!(benches, single, batch, torch_order, api, float16_norm);
 criterion_main!(benches);

@@ -380,3 +380,57 @@ def test_bfloat16_mean_and_norm_are_torchs_to_the_last_bit(tmp_path):
     got = [[data[f"Torch.mul.{i}.forward"]["output"][0][k] for k in ("Mean", "Norm")]
            for i in range(len(torch_says))]
     assert got == torch_says
+
+
+REDUCED_ORDER_SCRIPT = r"""
+import importlib.util, json, os, sys
+import numpy as np
+import torch
+from numprobe.pytorch import PrecisionDebugger
+
+dump, testdata, threads = sys.argv[1], sys.argv[2], int(sys.argv[3])
+torch.set_num_threads(threads)
+spec = importlib.util.spec_from_file_location(
+    "gen", os.path.join(testdata, "torch_order", "gen_torch_order.py"))
+gen = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(gen)
+with open(os.path.join(testdata, "torch_order", "torch-2.15-cpu.json")) as f:
+    cases = [c for c in json.load(f)["cases"] if c["kind"] == "order"]
+tensors = []
+for c in cases:
+    row = gen.bits([c["seed"]], c["n"], c["dtype"], c["spread"])[0]
+    tensors.append(torch.from_numpy(row.view(np.int16).copy()).view(getattr(torch, c["dtype"])))
+with open(dump + ".json", "w") as f:
+    json.dump({"task": "statistics", "level": "L1", "dump_path": dump, "rank": [], "step": [],
+               "statistics": {"summary_mode": "statistics"}}, f)
+dbg = PrecisionDebugger(config_path=dump + ".json")
+dbg.start()
+outs = [torch.mul(t, 1.0) for t in tensors]
+dbg.stop()
+dbg.step()
+print(json.dumps([[o.mean().item(), o.norm().item()] for o in outs]))
+"""
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_bfloat16_and_float16_norms_follow_their_own_kernels(tmp_path, threads):
+    """torch's norm adds a bfloat16 tensor's squares in 16-element vectors and a float16
+    tensor's one by one, unlike float32's 8-element vectors: on the recorded tensors whose
+    results sit next to a rounding tie (testdata/torch_order), the dump's Mean and Norm are
+    live torch's to the last bit."""
+    testdata = os.path.realpath(os.environ.get("NUMPROBE_TESTDATA")
+                                or os.path.join(os.path.dirname(__file__), "..", "..", "testdata"))
+    script = tmp_path / "script.py"
+    script.write_text(REDUCED_ORDER_SCRIPT)
+    dump = str(tmp_path / "dump")
+    r = subprocess.run([sys.executable, str(script), dump, testdata, str(threads)],
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    torch_says = json.loads(r.stdout.strip().splitlines()[-1])
+    (path,) = glob.glob(os.path.join(dump, "step0", "*", "dump.json"))
+    with open(path) as f:
+        data = json.load(f)["data"]
+    assert len(torch_says) >= 12
+    got = [[data[f"Torch.mul.{i}.forward"]["output"][0][k] for k in ("Mean", "Norm")]
+           for i in range(len(torch_says))]
+    assert got == torch_says

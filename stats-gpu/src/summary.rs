@@ -12,8 +12,9 @@
 
 use crate::backend::{Backend, Engine};
 use crate::partials::Partials;
-use crate::torch_order::TorchThreads;
+use crate::torch_order::{NormOrder, TorchThreads};
 use crate::{DType, TensorView, ViewError, checksum, fast, ms_order, torch_order};
+use half::slice::HalfFloatSliceExt;
 use pyrepr::NonFinite;
 
 /// One statistic as msprobe writes it: a JSON `null`, bool, int or float.
@@ -194,7 +195,14 @@ fn f32_values(view: &TensorView) -> Vec<f32> {
         DType::U32 => each!(4, |c| u32::from_le_bytes(c) as f32),
         DType::I64 => each!(8, |c| i64::from_le_bytes(c) as f32),
         DType::U64 => each!(8, |c| u64::from_le_bytes(c) as f32),
-        DType::F16 => each!(2, |c| half::f16::from_le_bytes(c).to_f32()),
+        // Aligned halves convert by whole vectors (F16C where the CPU has it).
+        DType::F16 => match bytemuck::try_cast_slice::<u8, half::f16>(b) {
+            Ok(hs) => {
+                out.resize(hs.len(), 0.0);
+                hs.convert_to_f32_slice(&mut out);
+            }
+            Err(_) => each!(2, |c| half::f16::from_le_bytes(c).to_f32()),
+        },
         // A bfloat16 is a float32's upper half: aligned words take a plain shift.
         DType::BF16 => match bytemuck::try_cast_slice::<u8, u16>(b) {
             Ok(words) => out.extend(
@@ -374,20 +382,27 @@ pub fn torch_order_applies(view: &TensorView, opts: &Options) -> bool {
         && opts.mode != SummaryMode::Xor
 }
 
-/// Whether msprobe's Mean/Norm of this tensor are torch's float32 reductions of its bfloat16
-/// values converted to float32 (torch reduces bfloat16 that way: the float32 sum and norm in
-/// [`torch_order`]'s order, then rounded to bfloat16): the bfloat16 counterpart of
-/// [`torch_order_applies`].
-fn bf16_torch_order_applies(view: &TensorView, opts: &Options) -> bool {
-    view.dtype() == DType::BF16
-        && !view.is_scalar()
+/// The norm order of torch's kernel for a bfloat16 or float16 tensor whose msprobe Mean/Norm
+/// are torch's float32 reductions of its values converted to float32 (torch reduces those
+/// dtypes that way: the float32 sum in [`torch_order`]'s order and the norm in this order,
+/// then each rounded to the dtype): the reduced-precision counterpart of
+/// [`torch_order_applies`]. None for other dtypes.
+fn reduced_torch_order(view: &TensorView, opts: &Options) -> Option<NormOrder> {
+    let order = match view.dtype() {
+        DType::BF16 => NormOrder::BFloat16,
+        DType::F16 => NormOrder::Float16,
+        _ => return None,
+    };
+    (!view.is_scalar()
         && opts.precision == Precision::Low
         && opts.flavour == Flavour::PyTorch
-        && opts.mode != SummaryMode::Xor
+        && opts.mode != SummaryMode::Xor)
+        .then_some(order)
 }
 
-/// The largest bfloat16 tensor whose Mean/Norm take torch's order (its float32 copy: 64 MiB).
-const BF16_TORCH_ORDER_MAX: usize = 1 << 24;
+/// The largest bfloat16 or float16 tensor whose Mean/Norm take torch's order (its float32
+/// copy: 64 MiB).
+const REDUCED_TORCH_ORDER_MAX: usize = 1 << 24;
 
 fn is_float8(d: DType) -> bool {
     matches!(d, DType::F8E4M3FN | DType::F8E5M2)
@@ -429,16 +444,16 @@ pub fn compute(view: &TensorView, opts: &Options, engine: &Engine) -> Result<Rec
         Exactness::TorchCpu { threads } if torch_order_applies(view, opts) => Some(threads.max(1)),
         _ => None,
     };
-    let bf16_threads = match opts.exact {
-        Exactness::TorchCpu { threads } if bf16_torch_order_applies(view, opts) => {
-            Some(threads.max(1))
+    let reduced = match opts.exact {
+        Exactness::TorchCpu { threads } => {
+            reduced_torch_order(view, opts).map(|order| (order, threads.max(1)))
         }
         _ => None,
     };
     // The torch-order bits come from CPU kernels' order: Auto keeps such tensors on the CPU.
     let ms_cpu = opts.exact == Exactness::MindSporeCpu && opts.flavour == Flavour::MindSpore;
     let backend = match (
-        torch_threads.is_some() || bf16_threads.is_some() || ms_cpu,
+        torch_threads.is_some() || reduced.is_some() || ms_cpu,
         opts.backend,
     ) {
         (true, Backend::Auto) => Backend::Cpu,
@@ -467,8 +482,8 @@ pub fn compute(view: &TensorView, opts: &Options, engine: &Engine) -> Result<Rec
     {
         return Ok(r);
     }
-    if let Some(threads) = bf16_threads.filter(|_| gpu.is_none())
-        && let Some(r) = bf16_torch_order_record(view, opts, threads)
+    if let Some((order, threads)) = reduced.filter(|_| gpu.is_none())
+        && let Some(r) = reduced_torch_order_record(view, opts, order, threads)
     {
         return Ok(r);
     }
@@ -550,20 +565,26 @@ fn torch_order_record(
     })
 }
 
-/// The record of a bfloat16 tensor as torch reduces it: its values converted to float32 and
-/// reduced in [`torch_order`]'s order, Mean and Norm rounded to bfloat16; `None` where
-/// [`fused_record`] gives up, and outside `VEC..=BF16_TORCH_ORDER_MAX` elements (under one
-/// vector torch's norm takes a kernel whose order was not pinned down; above, the float32
-/// copy would cost more memory than it is worth: the general path's wide sums round to the
-/// same bfloat16 but rarely, where float32 accumulation loses bits).
-fn bf16_torch_order_record(view: &TensorView, opts: &Options, threads: usize) -> Option<Record> {
+/// The record of a bfloat16 or float16 tensor as torch reduces it: its values converted to
+/// float32, summed in [`torch_order`]'s order and their norm taken in `order`, Mean and Norm
+/// rounded to the dtype; `None` where [`fused_record`] gives up, and outside
+/// `VEC..=REDUCED_TORCH_ORDER_MAX` elements (under one vector torch's sum takes a kernel
+/// whose order was not pinned down; above, the float32 copy would cost more memory than it
+/// is worth: the general path's wide sums round to the same value but rarely, where float32
+/// accumulation loses bits).
+fn reduced_torch_order_record(
+    view: &TensorView,
+    opts: &Options,
+    order: NormOrder,
+    threads: usize,
+) -> Option<Record> {
     let n = view.numel();
-    if !(torch_order::VEC..=BF16_TORCH_ORDER_MAX).contains(&n) {
+    if !(torch_order::VEC..=REDUCED_TORCH_ORDER_MAX).contains(&n) {
         return None;
     }
     let xs = f32_values(view);
-    let f = torch_order::fused_threads_on(&xs, threads, None, None);
-    fused_record(&f, n, DType::BF16, || {
+    let f = torch_order::fused_threads_order(&xs, order, threads, None, None);
+    fused_record(&f, n, view.dtype(), || {
         (opts.mode == SummaryMode::Md5).then(|| Checksum::Crc32(raw_checksum(view, opts) as u32))
     })
 }

@@ -25,11 +25,15 @@
 //!   on 99.3% of random tensors of 8 to 3000 elements and on tensors of 1M and 3M
 //!   elements; tensors under 8 elements take another kernel whose order was not pinned
 //!   down (the adapter asks torch for those), and the others differ by one ulp at most.
+//! * bfloat16 and float16 tensors are reduced as their float32 values: the sum as above,
+//!   the norm in the order of its dtype's kernel ([`NormOrder`]), then each result rounded
+//!   to the dtype.
 
+mod chain;
 mod fused;
 pub use fused::{
     Fused, fused, fused_crc32, fused_crc32_threads, fused_portable, fused_sum, fused_threads,
-    fused_threads_on,
+    fused_threads_on, fused_threads_order,
 };
 
 /// Lanes of ATen's `Vectorized<float>` in the kernels measured.
@@ -180,9 +184,52 @@ pub fn as_f32(b: &[u8]) -> Option<&[f32]> {
     bytemuck::try_cast_slice(b).ok()
 }
 
+/// The order in which ATen's `torch.norm` (p = 2) adds the squares of a contiguous tensor,
+/// by the tensor's dtype (the squares are of its values as float32, added in float32).
+/// Found by experiment against torch 2.15 (benches/RESULTS.md, 2026-12-07 19:30–21:00 UTC):
+/// the orders differ in where the last float32 bits land, and a bfloat16 or float16 result
+/// rounds differently where its float32 value sits next to a rounding tie.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NormOrder {
+    /// float32: ATen's last-dimension kernel, one [`VEC`]-lane accumulator over the whole
+    /// vectors, its lanes added in order, then the `n % VEC` leftover squares one by one.
+    Float32,
+    /// bfloat16: the same kernel over bfloat16 vectors of `2 × VEC` elements, each widened
+    /// into two float vectors that go into the accumulator in turn; so `n % (2 × VEC)`
+    /// squares are left over.
+    BFloat16,
+    /// float16, which that kernel leaves out: ATen's generic reduction, one float32
+    /// accumulator adding each square in turn; from [`GRAIN`] elements on with several
+    /// torch threads, one per thread chunk (those of [`torch_sum`]), the chunks' results
+    /// added in thread order.
+    Float16,
+}
+
+impl NormOrder {
+    /// The elements of `n` that go through the vector accumulator (the rest are added one by
+    /// one after its lanes).
+    pub fn lanes_end(self, n: usize) -> usize {
+        match self {
+            NormOrder::Float32 => n - n % VEC,
+            NormOrder::BFloat16 => n - n % (2 * VEC),
+            NormOrder::Float16 => 0,
+        }
+    }
+}
+
 /// `torch.norm` (p = 2) of contiguous float32 `xs`.
 pub fn torch_norm(xs: &[f32]) -> f32 {
-    let full = xs.len() - xs.len() % VEC;
+    torch_norm_in(xs, NormOrder::Float32, 1)
+}
+
+/// `torch.norm` (p = 2) of a contiguous tensor whose values as float32 are `xs`, in the order
+/// of its dtype's kernel, with `threads` torch threads; the float32 result, which torch
+/// rounds to the tensor's dtype.
+pub fn torch_norm_in(xs: &[f32], order: NormOrder, threads: usize) -> f32 {
+    if order == NormOrder::Float16 {
+        return sequential_norm(xs, threads);
+    }
+    let full = order.lanes_end(xs.len());
     let mut acc = [0f32; VEC];
     for v in xs[..full].chunks_exact(VEC) {
         for (a, &x) in acc.iter_mut().zip(v) {
@@ -196,6 +243,17 @@ pub fn torch_norm(xs: &[f32]) -> f32 {
     for &x in &xs[full..] {
         total += x * x;
     }
+    total.sqrt()
+}
+
+/// [`NormOrder::Float16`]'s norm: a chain of single additions per thread chunk, the chunks'
+/// sums added in order after torch's zero. Exact for float16 values ([`chain`]).
+pub(crate) fn sequential_norm(xs: &[f32], threads: usize) -> f32 {
+    let chain = chain::squares_chain;
+    let total = match thread_chunk(xs.len(), threads) {
+        None => chain(xs),
+        Some(chunk) => xs.chunks(chunk).fold(0f32, |acc, part| acc + chain(part)),
+    };
     total.sqrt()
 }
 

@@ -232,3 +232,39 @@ proptest! {
         prop_assert!(same(hashed.sum, want.sum) && same(hashed.norm, want.norm));
     }
 }
+
+/// Any float16 values as float32 (every bit pattern: NaN, ±Inf, subnormals, ±0, the largest),
+/// runs of one value (whose squares tie on the accumulator's grid), any length.
+fn half_values() -> impl Strategy<Value = Vec<f32>> {
+    let one = any::<u16>().prop_map(|b| stats_gpu::f16::from_bits(b).to_f32());
+    let finite = any::<u16>()
+        .prop_map(|b| stats_gpu::f16::from_bits(b & 0xfbff).to_f32())
+        .prop_filter("finite", |x| x.is_finite());
+    prop_oneof![
+        1 => prop::collection::vec(one, 0..300),
+        3 => prop::collection::vec(finite.clone(), 0..5000),
+        1 => prop::collection::vec(finite, 30_000..70_000),
+        1 => (any::<u16>(), 0usize..3000)
+            .prop_map(|(b, n)| vec![stats_gpu::f16::from_bits(b & 0x7bff).to_f32(); n]),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(96))]
+
+    /// The float16 norm order's chain, taken a block at a time on the accumulator's grid,
+    /// equals the chain added one element after the other, at one to three torch threads.
+    #[test]
+    fn float16_norm_equals_the_one_by_one_chain(xs in half_values(), threads in 1usize..=3) {
+        use torch_order::{NormOrder, torch_norm_in};
+        let chain = |part: &[f32]| part.iter().fold(0f32, |acc, &x| acc + x * x);
+        let total = if xs.len() >= GRAIN && threads > 1 {
+            let k = threads.min(xs.len().div_ceil(GRAIN));
+            xs.chunks(xs.len().div_ceil(k)).fold(0f32, |acc, part| acc + chain(part))
+        } else {
+            chain(&xs)
+        };
+        let got = torch_norm_in(&xs, NormOrder::Float16, threads);
+        prop_assert!(same(got, total.sqrt()), "{got} vs {} (n = {})", total.sqrt(), xs.len());
+    }
+}

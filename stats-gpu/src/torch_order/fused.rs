@@ -14,8 +14,8 @@
 //! ([`fused_threads_on`]).
 
 use super::{
-    GRAIN, ILP, LEVELS, TorchThreads, VEC, add_acc, cascade_level, cascade_sum, row_sum,
-    thread_chunk, torch_sum,
+    GRAIN, ILP, LEVELS, NormOrder, TorchThreads, VEC, add_acc, cascade_level, cascade_sum, row_sum,
+    sequential_norm, thread_chunk, torch_sum,
 };
 
 /// Floats per group: the [`ILP`] vectors one cascade step adds.
@@ -252,11 +252,13 @@ fn advance<V: Lanes, const STATS: bool>(st: &mut State, xs: &[f32], to: usize) {
 }
 
 /// The result from the state after every full group: the leftover vectors and scalars
-/// exactly as ATen adds them.
-fn finish(st: State, xs: &[f32]) -> Fused {
+/// exactly as ATen adds them, the norm's in `order` (whose vector span ends at a whole
+/// group or later: the groups' squares are all in the lanes).
+fn finish(st: State, xs: &[f32], order: NormOrder) -> Fused {
     let n = xs.len();
     let vecs = n / VEC;
     let groups = vecs / ILP;
+    let lanes_end = order.lanes_end(n).max(groups * GROUP);
     debug_assert_eq!(st.done, groups);
     let State {
         mut acc, mut sq, ..
@@ -273,13 +275,16 @@ fn finish(st: State, xs: &[f32]) -> Fused {
         mn = st.mn[k].min(mn);
     }
     // Vectors left over after the groups go to accumulator 0.
-    for v in xs[groups * GROUP..vecs * VEC].chunks_exact(VEC) {
+    for (j, v) in xs[groups * GROUP..vecs * VEC].chunks_exact(VEC).enumerate() {
+        let in_lanes = groups * GROUP + (j + 1) * VEC <= lanes_end;
         for l in 0..VEC {
             let x = v[l];
             ps[0][l] += x;
             mx[l] = if x > mx[l] { x } else { mx[l] };
             mn[l] = if x < mn[l] { x } else { mn[l] };
-            sq[l] += x * x;
+            if in_lanes {
+                sq[l] += x * x;
+            }
         }
     }
     let (p0, prest) = ps.split_at_mut(1);
@@ -311,8 +316,10 @@ fn finish(st: State, xs: &[f32]) -> Fused {
         max = max.max(mx[l]);
         min = min.min(mn[l]);
     }
-    for &x in tail {
+    for &x in &xs[lanes_end..] {
         total_sq += x * x;
+    }
+    for &x in tail {
         max = max.max(x);
         min = min.min(x);
     }
@@ -328,7 +335,7 @@ fn fused_with(xs: &[f32], simd: bool) -> Fused {
     let groups = xs.len() / GROUP;
     let mut st = State::new(groups);
     st.advance(xs, groups, simd);
-    finish(st, xs)
+    finish(st, xs, NormOrder::Float32)
 }
 
 /// [`Fused`] statistics of `xs` (any length; meaningful when every value is finite, which
@@ -376,6 +383,35 @@ pub fn fused_crc32_threads(xs: &[f32], threads: usize) -> (Fused, u32) {
 pub fn fused_threads_on(
     xs: &[f32],
     threads: usize,
+    crc: Option<&mut crc32fast::Hasher>,
+    on: Option<&dyn TorchThreads>,
+) -> Fused {
+    fused_threads_order(xs, NormOrder::Float32, threads, crc, on)
+}
+
+/// [`fused_threads_on`] over the float32 values of a float32, bfloat16 or float16 tensor, its
+/// norm in that dtype's `order`: the bfloat16 order rides on the same read; the float16
+/// order, a chain of single additions (torch's own norm of float16), takes a second read
+/// after it, by blocks on the accumulator's grid (`chain.rs`: about 3.5 times the vector
+/// pass, half of the chain as written).
+pub fn fused_threads_order(
+    xs: &[f32],
+    order: NormOrder,
+    threads: usize,
+    crc: Option<&mut crc32fast::Hasher>,
+    on: Option<&dyn TorchThreads>,
+) -> Fused {
+    let mut f = fused_lanes(xs, order, threads, crc, on);
+    if order == NormOrder::Float16 {
+        f.norm = sequential_norm(xs, threads);
+    }
+    f
+}
+
+fn fused_lanes(
+    xs: &[f32],
+    order: NormOrder,
+    threads: usize,
     mut crc: Option<&mut crc32fast::Hasher>,
     on: Option<&dyn TorchThreads>,
 ) -> Fused {
@@ -385,7 +421,7 @@ pub fn fused_threads_on(
         let mut st = State::new(n / GROUP);
         advance_hashing(&mut st, xs, crc.as_deref_mut());
         hash_tail(xs, crc);
-        let mut f = finish(st, xs);
+        let mut f = finish(st, xs, order);
         if chunk.is_some() {
             // Chunks that start inside a group: their sums take a pass of their own.
             f.sum = torch_sum(xs, threads);
@@ -414,12 +450,12 @@ pub fn fused_threads_on(
                 // The tensor's leftover vectors and scalars are this chunk's: `finish` adds
                 // them to the norm and extremes where a single pass would.
                 hash_tail(part, crc.as_deref_mut());
-                let f = finish(st, part);
+                let f = finish(st, part, order);
                 *slot += f.sum;
                 last = Some(f);
             } else {
                 // Whole groups only: the chunk's sum needs no leftovers.
-                *slot += finish(st.clone(), part).sum;
+                *slot += finish(st.clone(), part, order).sum;
                 carried = Some(st);
             }
         };
@@ -486,7 +522,7 @@ fn fused_sum_with(xs: &[f32], simd: bool) -> f32 {
     let groups = xs.len() / GROUP;
     let mut st = State::new(groups);
     st.advance_with::<false>(xs, groups, simd);
-    finish(st, xs).sum
+    finish(st, xs, NormOrder::Float32).sum
 }
 
 /// [`fused`] without SIMD intrinsics (the reference the tests hold the SIMD loop to).
@@ -597,6 +633,53 @@ mod tests {
                 );
             }
         }
+    }
+
+    /// Each dtype's norm order rides on the pass (or follows it) bit for bit as the reference
+    /// adds it, at any thread count, with the sum, extremes and CRC unchanged; and the orders
+    /// do differ, so the pass is not the float32 one under another name.
+    #[test]
+    fn fused_norm_follows_each_dtypes_order() {
+        use super::super::torch_norm_in;
+        let mut differ = [0usize; 2];
+        for n in [
+            8usize,
+            15,
+            16,
+            24,
+            31,
+            40,
+            47,
+            56,
+            1000 + 8,
+            4096 + 13,
+            GRAIN + 8,
+            2 * GRAIN + 72,
+            70_001,
+        ] {
+            let xs = data(n, 4242 + n as u32, 1000.0, -400.0);
+            for threads in [1usize, 2, 3] {
+                let f32_pass = fused_threads(&xs, threads);
+                for order in [NormOrder::Float32, NormOrder::BFloat16, NormOrder::Float16] {
+                    let got = fused_threads_order(&xs, order, threads, None, None);
+                    let want = torch_norm_in(&xs, order, threads);
+                    assert_eq!(got.norm.to_bits(), want.to_bits(), "n={n} {order:?}");
+                    assert_eq!(
+                        (got.sum.to_bits(), got.max, got.min),
+                        (f32_pass.sum.to_bits(), f32_pass.max, f32_pass.min),
+                        "n={n} {order:?}"
+                    );
+                    let mut crc = crc32fast::Hasher::new();
+                    let hashed = fused_threads_order(&xs, order, threads, Some(&mut crc), None);
+                    assert_eq!(hashed, got, "n={n} {order:?}");
+                    assert_eq!(crc.finalize(), crc32fast::hash(bytemuck::cast_slice(&xs)));
+                }
+                let norm = |o| torch_norm_in(&xs, o, threads).to_bits();
+                differ[0] += usize::from(norm(NormOrder::BFloat16) != norm(NormOrder::Float32));
+                differ[1] += usize::from(norm(NormOrder::Float16) != norm(NormOrder::Float32));
+            }
+        }
+        assert!(differ[0] > 5 && differ[1] > 5, "{differ:?}");
     }
 
     /// Past 2^20 groups the cascade's level step grows beyond 16: the SIMD loop carries its
