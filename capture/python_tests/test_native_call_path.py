@@ -290,14 +290,14 @@ def test_record_cache_never_serves_a_changed_tensor(tmp_path):
     assert maxes[0] == maxes[1] and maxes[3] == 3.0 and maxes[4] == maxes[5] == 4.0
 
 
-def _run_and_load(tmp_path, script_text):
-    """Runs a script that dumps step 0 into argv[1] and prints what torch says as its last
-    line; returns (that, the dump's data)."""
+def _run_and_load(tmp_path, script_text, *args):
+    """Runs a script that dumps step 0 into argv[1] (`args` after it) and prints what torch
+    says as its last line; returns (that, the dump's data)."""
     script = tmp_path / "script.py"
     script.write_text(script_text)
     dump = str(tmp_path / "dump")
-    r = subprocess.run([sys.executable, str(script), dump], capture_output=True, text=True,
-                       timeout=600)
+    r = subprocess.run([sys.executable, str(script), dump, *args], capture_output=True,
+                       text=True, timeout=600)
     assert r.returncode == 0, r.stderr[-3000:]
     (path,) = glob.glob(os.path.join(dump, "step0", "*", "dump.json"))
     with open(path) as f:
@@ -420,16 +420,7 @@ def test_bfloat16_and_float16_norms_follow_their_own_kernels(tmp_path, threads):
     live torch's to the last bit."""
     testdata = os.path.realpath(os.environ.get("NUMPROBE_TESTDATA")
                                 or os.path.join(os.path.dirname(__file__), "..", "..", "testdata"))
-    script = tmp_path / "script.py"
-    script.write_text(REDUCED_ORDER_SCRIPT)
-    dump = str(tmp_path / "dump")
-    r = subprocess.run([sys.executable, str(script), dump, testdata, str(threads)],
-                       capture_output=True, text=True, timeout=600)
-    assert r.returncode == 0, r.stderr[-3000:]
-    torch_says = json.loads(r.stdout.strip().splitlines()[-1])
-    (path,) = glob.glob(os.path.join(dump, "step0", "*", "dump.json"))
-    with open(path) as f:
-        data = json.load(f)["data"]
+    torch_says, data = _run_and_load(tmp_path, REDUCED_ORDER_SCRIPT, testdata, str(threads))
     assert len(torch_says) >= 12
     got = [[data[f"Torch.mul.{i}.forward"]["output"][0][k] for k in ("Mean", "Norm")]
            for i in range(len(torch_says))]
