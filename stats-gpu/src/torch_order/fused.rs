@@ -408,6 +408,8 @@ pub fn fused_threads_order(
     f
 }
 
+/// The pass itself, its norm in `order`'s lanes (for [`NormOrder::Float16`], whose norm
+/// is not a lanes order, a value the caller replaces).
 fn fused_lanes(
     xs: &[f32],
     order: NormOrder,
