@@ -344,6 +344,18 @@ def test_float32_sums_that_overflow_are_recorded_as_torch_computes_them(tmp_path
         assert (out["Mean"], out["Norm"]) == (mean, norm), name
 
 
+# Records `torch.mul(t, 1.0)` of each of `tensors` (step 0) and prints torch's own Mean and
+# Norm of the outputs: the end of the scripts below.
+MUL_EACH_AND_SAY = r"""
+dbg = PrecisionDebugger(config_path=dump + ".json")
+dbg.start()
+outs = [torch.mul(t, 1.0) for t in tensors]
+dbg.stop()
+dbg.step()
+print(json.dumps([[o.mean().item(), o.norm().item()] for o in outs]))
+"""
+
+
 BF16_SCRIPT = r"""
 import json, sys
 import torch
@@ -363,13 +375,7 @@ for seed in (144, 157, 167):
 g = torch.Generator().manual_seed(0)
 for n in (8, 9, 100, 4096, 40000):
     tensors.append((torch.randn(n, generator=g) * torch.rand(n, generator=g) * 10).bfloat16())
-dbg = PrecisionDebugger(config_path=dump + ".json")
-dbg.start()
-outs = [torch.mul(t, 1.0) for t in tensors]
-dbg.stop()
-dbg.step()
-print(json.dumps([[o.mean().item(), o.norm().item()] for o in outs]))
-"""
+""" + MUL_EACH_AND_SAY
 
 
 def test_bfloat16_mean_and_norm_are_torchs_to_the_last_bit(tmp_path):
@@ -403,13 +409,7 @@ for c in cases:
 with open(dump + ".json", "w") as f:
     json.dump({"task": "statistics", "level": "L1", "dump_path": dump, "rank": [], "step": [],
                "statistics": {"summary_mode": "statistics"}}, f)
-dbg = PrecisionDebugger(config_path=dump + ".json")
-dbg.start()
-outs = [torch.mul(t, 1.0) for t in tensors]
-dbg.stop()
-dbg.step()
-print(json.dumps([[o.mean().item(), o.norm().item()] for o in outs]))
-"""
+""" + MUL_EACH_AND_SAY
 
 
 @pytest.mark.parametrize("threads", [1, 2])
