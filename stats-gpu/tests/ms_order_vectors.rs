@@ -6,16 +6,9 @@
 use stats_gpu::summary::{self, Options};
 use stats_gpu::{Backend, DType, Engine, Exactness, Flavour, Stat, TensorView, f16, ms_order};
 
-const MASK_MUL: u64 = 6364136223846793005;
-const MASK_ADD: u64 = 1442695040888963407;
-
 /// The generator's `values()`: (2u - 1) * 2^(e - spread/2).
 fn values(seed: u64, n: usize, spread: u64) -> Vec<f64> {
-    let mut state = seed;
-    let mut next = || {
-        state = state.wrapping_mul(MASK_MUL).wrapping_add(MASK_ADD);
-        state >> 40
-    };
+    let mut next = testsupport::lcg24(seed);
     (0..n)
         .map(|_| {
             let u = next() as f64 / (1u64 << 24) as f64;

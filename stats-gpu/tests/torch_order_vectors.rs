@@ -8,9 +8,6 @@
 use stats_gpu::summary::{self, Options};
 use stats_gpu::{Backend, DType, Engine, Exactness, Flavour, Stat, TensorView, bf16, f16};
 
-const MUL: u64 = 6364136223846793005;
-const ADD: u64 = 1442695040888963407;
-
 /// The generator's `bits()`: a random sign and mantissa, the exponent within `spread / 2`
 /// binades of 1.0.
 fn bits(seed: u64, n: usize, dtype: DType, spread: u64) -> Vec<u16> {
@@ -19,11 +16,7 @@ fn bits(seed: u64, n: usize, dtype: DType, spread: u64) -> Vec<u16> {
         DType::F16 => (10, 15),
         other => panic!("{other:?}"),
     };
-    let mut state = seed;
-    let mut next = || {
-        state = state.wrapping_mul(MUL).wrapping_add(ADD);
-        state >> 40
-    };
+    let mut next = testsupport::lcg24(seed);
     (0..n)
         .map(|_| {
             let r = next();

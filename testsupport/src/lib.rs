@@ -51,3 +51,15 @@ pub fn python() -> PathBuf {
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from("/var/cache/numprobe/venv/bin/python"))
 }
+
+/// The recorded vectors' generator (testdata's `gen_ms_order.py` and `gen_torch_order.py`): a
+/// 64-bit LCG from `seed`, each call its next state's top 24 bits.
+pub fn lcg24(seed: u64) -> impl FnMut() -> u64 {
+    let mut state = seed;
+    move || {
+        state = state
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        state >> 40
+    }
+}
