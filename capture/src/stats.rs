@@ -284,8 +284,8 @@ fn max_min_skipping_nan(view: &TensorView<'_>) -> Option<(f64, f64)> {
     let b = if view.dtype() == DType::F32 {
         view.bytes()
     } else {
-        cast = summary::to_f32_bytes(view);
-        &cast[..]
+        cast = summary::to_f32_values(view);
+        bytemuck::cast_slice(&cast)
     };
     let (max, min) = b
         .chunks_exact(4)

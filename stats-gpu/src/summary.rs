@@ -149,7 +149,7 @@ pub enum StatsError {
 }
 
 /// MindSpore casts float64, integer tensors (and everything under precision high) to float32
-/// before its four statistics (spec §3.3). Such views go through [`to_f32_bytes`] and the
+/// before its four statistics (spec §3.3). Such views go through [`to_f32_values`] and the
 /// partials given to [`record`] must be those of the float32 copy.
 pub fn mindspore_casts_to_f32(elem: DType, shape_is_scalar: bool, opts: &Options) -> bool {
     opts.flavour == Flavour::MindSpore
@@ -170,12 +170,13 @@ pub fn to_f32_bytes(view: &TensorView) -> Vec<u8> {
     if view.dtype() == DType::F32 {
         return view.bytes().to_vec();
     }
-    bytemuck::cast_slice(&f32_values(view)).to_vec()
+    bytemuck::cast_slice(&to_f32_values(view)).to_vec()
 }
 
-/// The elements of a real tensor as float32 ([`to_f32_bytes`]'s values); each dtype's
-/// conversion is one `extend` over whole elements, which the compiler vectorises.
-fn f32_values(view: &TensorView) -> Vec<f32> {
+/// The elements of a real tensor as float32 ([`to_f32_bytes`]'s values, without the second
+/// copy into bytes); each dtype's conversion is one `extend` over whole elements, which the
+/// compiler vectorises. Bool and complex give none.
+pub fn to_f32_values(view: &TensorView) -> Vec<f32> {
     let b = view.bytes();
     let mut out = Vec::with_capacity(view.numel());
     macro_rules! each {
@@ -460,11 +461,10 @@ pub fn compute(view: &TensorView, opts: &Options, engine: &Engine) -> Result<Rec
         (_, b) => b,
     };
     if mindspore_casts_to_f32(view.dtype(), view.is_scalar(), opts) {
-        let bytes = to_f32_bytes(view);
-        let shape = [bytes.len() / 4];
-        // Length is 4 × numel by construction.
-        let cast =
-            TensorView::new(DType::F32, &shape, &bytes).expect("float32 copy has numel × 4 bytes");
+        let xs = to_f32_values(view);
+        let shape = [xs.len()];
+        let cast = TensorView::new(DType::F32, &shape, bytemuck::cast_slice(&xs))
+            .expect("float32 copy has numel × 4 bytes");
         let p = match engine.stats_gpu(&cast, backend)? {
             Some(gpu) => gpu.partials(&cast)?,
             None => fast::partials(&cast),
@@ -582,7 +582,7 @@ fn reduced_torch_order_record(
     if !(torch_order::VEC..=REDUCED_TORCH_ORDER_MAX).contains(&n) {
         return None;
     }
-    let xs = f32_values(view);
+    let xs = to_f32_values(view);
     let f = torch_order::fused_threads_order(&xs, order, threads, None, None);
     fused_record(&f, n, view.dtype(), || {
         (opts.mode == SummaryMode::Md5).then(|| Checksum::Crc32(raw_checksum(view, opts) as u32))
@@ -649,7 +649,7 @@ impl Streamed {
         match self.opts.mode {
             SummaryMode::Statistics => {}
             SummaryMode::Md5 if needs_f32_crc(chunk, &self.opts) => {
-                self.crc.update(&to_f32_bytes(chunk));
+                self.crc.update(bytemuck::cast_slice(&to_f32_values(chunk)));
             }
             SummaryMode::Md5 => self.crc.update(chunk.bytes()),
             SummaryMode::Xor => self.xor ^= checksum::xor(chunk.bytes()),
@@ -681,9 +681,9 @@ impl Streamed {
             return Partials::EMPTY;
         }
         if mindspore_casts_to_f32(self.dtype, false, &self.opts) {
-            let bytes = to_f32_bytes(chunk);
-            let shape = [bytes.len() / 4];
-            let cast = TensorView::new(DType::F32, &shape, &bytes)
+            let xs = to_f32_values(chunk);
+            let shape = [xs.len()];
+            let cast = TensorView::new(DType::F32, &shape, bytemuck::cast_slice(&xs))
                 .expect("float32 copy has numel × 4 bytes");
             return fast::partials(&cast);
         }
@@ -707,7 +707,7 @@ fn raw_checksum(view: &TensorView, opts: &Options) -> u64 {
     match opts.mode {
         SummaryMode::Statistics => 0,
         SummaryMode::Md5 if needs_f32_crc(view, opts) => {
-            checksum::crc32(&to_f32_bytes(view)) as u64
+            checksum::crc32(bytemuck::cast_slice(&to_f32_values(view))) as u64
         }
         SummaryMode::Md5 => checksum::crc32(view.bytes()) as u64,
         SummaryMode::Xor => checksum::xor(view.bytes()),
