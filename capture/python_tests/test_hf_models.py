@@ -3,12 +3,12 @@ Llama, BERT with a padding mask, GPT-2 and ViT built from small configs (hf_mode
 downloaded), one AdamW step each, captured by both tools in separate processes with the same
 config.json and seeds, at levels L1, mix and L0 (statistics), md5 and tensor (mix).
 
-Asserted equal: the entries, their order and values (dump.json), construct.json, stack.json and
-the tensor files. md5 is judged against the CRC-32 of the tensors themselves (the tensor run's
-files: the runs are deterministic): numprobe's checksums are all right; msprobe 26.2 hashes CPU
-tensors on a background thread without a copy, so the tensors of in-place APIs (AdamW's
-updates) may have changed before it reads them: where its checksum is wrong, the entry must be
-such an in-place one, and numprobe is right there.
+Asserted equal: the entries, their order and values (dump.json), construct.json (its key order
+too), stack.json and the tensor files. md5 is judged against the CRC-32 of the tensors themselves
+(the tensor run's files: the runs are deterministic): numprobe's checksums are all right; msprobe
+26.2 hashes CPU tensors on a background thread without a copy, so the tensors of in-place APIs
+(AdamW's updates) may have changed before it reads them: where its checksum is wrong, the entry
+must be such an in-place one, and numprobe is right there.
 """
 import concurrent.futures
 import glob
@@ -21,7 +21,8 @@ import zlib
 import pytest
 import torch
 
-from test_pytorch_capture import HAVE_MSPROBE, assert_same_structure, assert_same_values
+from test_pytorch_capture import (HAVE_MSPROBE, assert_same_structure, assert_same_values,
+                                  construct_items)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SCRIPT = os.path.join(HERE, "hf_models.py")
@@ -102,7 +103,7 @@ def test_statistics_equal_msprobe(runs, name):
         assert_same_values(a, b)
         assert stack_groups(ours, step) == stack_groups(theirs, step), model
         if CONFIGS[name][1] != "L1":
-            assert load(ours, step, "construct.json") == load(theirs, step, "construct.json"), \
+            assert construct_items(ours, step) == construct_items(theirs, step), \
                 model
         assert sorted(os.listdir(rank(ours, step))) == ["construct.json", "dump.json",
                                                         "stack.json"]
@@ -113,7 +114,7 @@ def test_tensor_files_equal_msprobe(runs):
     for step, model in enumerate(MODELS):
         a, b = load(ours, step), load(theirs, step)
         assert_same_structure(a, b)
-        assert load(ours, step, "construct.json") == load(theirs, step, "construct.json")
+        assert construct_items(ours, step) == construct_items(theirs, step)
         da = os.path.join(rank(ours, step), "dump_tensor_data")
         db = os.path.join(rank(theirs, step), "dump_tensor_data")
         files = sorted(os.listdir(db))
@@ -164,7 +165,7 @@ def test_md5_is_the_crc32_of_the_tensors_where_msprobe_races(runs):
     msprobe_wrong = []
     for step, model in enumerate(MODELS):
         assert list(load(ours, step)["data"]) == list(load(theirs, step)["data"]), model
-        assert load(ours, step, "construct.json") == load(theirs, step, "construct.json")
+        assert construct_items(ours, step) == construct_items(theirs, step)
         pairs = _judge(ours, truth_root, step)
         assert len(pairs) > 100, model
         bad = [(p, got, want) for p, got, want in pairs if got != want]

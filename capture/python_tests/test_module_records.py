@@ -26,7 +26,7 @@ import sys
 import pytest
 
 from test_pytorch_capture import (HAVE_MSPROBE, assert_same_structure, assert_same_values,
-                                  load)
+                                  construct_items, load)
 
 # The start and end of the scripts below: two steps of SGD on `Net()` fed by `inputs()`.
 TRAIN = r"""
@@ -167,7 +167,7 @@ def test_module_records_match_msprobe(tmp_path, level):
         a, b = load(ours, step), load(theirs, step)
         assert_same_structure(a, b)
         assert_same_values(a, b)
-        assert load(ours, step, "construct.json") == load(theirs, step, "construct.json")
+        assert construct_items(ours, step) == construct_items(theirs, step)
     data = load(ours, 0)["data"]
     # (a) dict outputs get their backward entry.
     assert "Module.d.DictOut.backward.0" in data
@@ -248,7 +248,7 @@ def test_shared_and_uncalled_modules_match_msprobe(tmp_path, level):
         a, b = load(ours, step), load(theirs, step)
         assert_same_structure(a, b)
         assert_same_values(a, b)
-        assert load(ours, step, "construct.json") == load(theirs, step, "construct.json")
+        assert construct_items(ours, step) == construct_items(theirs, step)
         grads = [k for k in a["data"] if ".parameters_grad." in k]
         # Never called: no gradient entry, though their weights get gradients.
         assert not [k for k in grads if ".shared." in k or ".rel." in k], grads
@@ -333,7 +333,7 @@ def test_non_reentrant_checkpoint_matches_msprobe_and_keeps_what_it_loses(tmp_pa
             if level == "L0":
                 assert_same_structure(a, b)
                 assert_same_values(a, b)
-                assert load(ours, step, "construct.json") == load(theirs, step, "construct.json")
+                assert construct_items(ours, step) == construct_items(theirs, step)
                 continue
             assert _subsequence(list(b["data"]), list(a["data"]))
             assert_same_values(a, b)
@@ -344,3 +344,57 @@ def test_non_reentrant_checkpoint_matches_msprobe_and_keeps_what_it_loses(tmp_pa
             construct_a = load(ours, step, "construct.json")
             for k, parent in load(theirs, step, "construct.json").items():
                 assert construct_a[k] == parent, k
+
+
+CLIP_SCRIPT = HEADER + r"""
+import torch.nn.utils
+
+
+class Net(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1 = torch.nn.Linear(4, 8)
+        self.fc2 = torch.nn.Linear(8, 2)
+
+    def forward(self, x):
+        return self.fc2(torch.relu(self.fc1(x))).sum()
+
+
+dbg = PrecisionDebugger(config_path=cfg_path)
+torch.manual_seed(0)
+net = Net()
+opt = torch.optim.AdamW(net.parameters(), lr=0.1)
+for step in range(2):
+    dbg.start(model=net)
+    net(torch.randn(3, 4)).backward()
+    torch.nn.utils.clip_grad_norm_(net.parameters(), 0.5)
+    torch.nn.utils.clip_grad_value_(net.parameters(), 0.05)
+    opt.step()
+    opt.zero_grad()
+    dbg.stop()
+    dbg.step()
+"""
+
+
+@pytest.mark.skipif(not HAVE_MSPROBE, reason="msprobe is not installed")
+def test_gradient_clipping_and_optimizer_nodes_match_msprobe(tmp_path):
+    """At mix level msprobe makes the APIs of torch.nn.utils' gradient clipping children of a
+    `clip_grad` node and those of the optimizer's step children of an `optimizer` node, each
+    node written just before its first API; module nodes go in after the first API called in
+    them. construct.json must equal msprobe's, key order included."""
+    ours = run_script(str(tmp_path / "np"), "numprobe", "mix", CLIP_SCRIPT)
+    theirs = run_script(str(tmp_path / "ms"), "msprobe", "mix", CLIP_SCRIPT)
+    for step in (0, 1):
+        a, b = load(ours, step), load(theirs, step)
+        assert_same_structure(a, b)
+        assert_same_values(a, b)
+        assert construct_items(ours, step) == construct_items(theirs, step)
+        items = construct_items(ours, step)
+        names = [k for k, _ in items]
+        for phase in ("clip_grad", "optimizer"):
+            children = [k for k, v in items if v == phase]
+            assert children, (phase, items)
+            assert names.index(phase) + 1 == names.index(children[0])
+        # The first module's node follows the first API called inside it.
+        assert names.index("Module.fc1.Linear.forward.0") == names.index(
+            "Functional.linear.0.forward") + 1

@@ -278,6 +278,9 @@ def compare(out, cname, step, tensor_root):
             differ = sorted(k for k in set(a or {}) | set(b or {})
                             if (a or {}).get(k, "-") != (b or {}).get(k, "-"))
             found.append(f"{name}: {len(differ)} keys differ, first {differ[:3]}")
+        elif a and list(a) != list(b):
+            i = next(i for i, (x, y) in enumerate(zip(a, b)) if x != y)
+            found.append(f"{name}: key order differs at {list(a)[i]} / {list(b)[i]}")
     return found
 
 

@@ -56,8 +56,14 @@ class StepSession:
     #: MindSpore one for task "tensor" only (a statistics `tensor_list` leaves it null).
     data_dir_with_tensor_list = True
 
+    #: The name prefix of module nodes ("Module." / "Cell."), whose construct.json keys
+    #: msprobe writes late (see `_construct`).
+    module_prefix = ""
+
     def __init__(self, cfg: DumpConfig) -> None:
         self.cfg = cfg
+        # (name, parent) of the module nodes opened since construct.json's last write.
+        self.pending_nodes: list = []
         self.steps = parse_ints(cfg.step)
         self.ranks = parse_ints(cfg.rank)
         self.step_no = 0
@@ -149,6 +155,28 @@ class StepSession:
         self.session_opened()
         return True
 
+    # -- construct.json ----------------------------------------------------------------------
+    def _construct(self, name: str, parent: Any) -> None:
+        """construct.json's `name: parent`, in msprobe's key order. msprobe keeps the module
+        nodes its hooks open in a table of their own and merges that whole table into
+        construct.json wherever it collects data (an API's or a module's forward end, a
+        backward): an API's key goes in at once, followed by the module nodes opened since
+        the last merge; a module's key waits for the next collect point (`_flush_nodes`), and
+        one that sees none before the step ends is never written."""
+        if name.startswith(self.module_prefix):
+            self.pending_nodes.append((name, parent))
+            return
+        if self.session is not None:
+            self.session.construct(name, parent)
+        self._flush_nodes()
+
+    def _flush_nodes(self) -> None:
+        """A collect point without a key of its own: the pending module nodes go in."""
+        if self.session is not None:
+            for name, parent in self.pending_nodes:
+                self.session.construct(name, parent)
+        self.pending_nodes.clear()
+
     def close_session(self) -> None:
         """Finishes the current step's files (tensor files, JSON) and closes its journal."""
         if self.session is not None:
@@ -158,6 +186,8 @@ class StepSession:
     def next_step(self) -> None:
         """Closes the current step's session and counts the step."""
         self.close_session()
+        # msprobe forgets a step's open module nodes with the step.
+        self.pending_nodes.clear()
         self.step_no += 1
         self.seen_rank = self.current_rank()
         if self.steps and self.step_no > max(self.steps):

@@ -191,6 +191,7 @@ class Recorder(StepSession):
     # msprobe's MindSpore flavour (numprobe._session.StepSession says how the other differs).
     absolute_dump_path = True
     data_dir_with_tensor_list = False
+    module_prefix = "Cell."
 
     def __init__(self, cfg):
         super().__init__(cfg)
@@ -218,7 +219,6 @@ class Recorder(StepSession):
         self.keep = []  # hook dictionaries (CellBackwardHook holds them weakly)
         self.cell_stack = []  # forward and backward cells now running, innermost last
         self.cells_with_backward = set()  # Cells whose backward entry got data this step
-        self.pending_cells = []  # (name, parent) of Cells opened since construct.json's last write
 
     def current_rank(self):
         return _current_rank()
@@ -423,22 +423,9 @@ class Recorder(StepSession):
         return bool(body)
 
     def _construct(self, name, parent):
-        """construct.json's `name: parent`, in msprobe's order: a Cell's key goes in at the next
-        entry written after its hook opened it (msprobe merges its table of open Cells into
-        construct.json whenever it collects data), an API's key at once."""
         if self.session is None or not self.cfg.extra_info or self.cfg.level not in ("L0", "mix"):
             return
-        if name.startswith("Cell."):
-            self.pending_cells.append((name, parent))
-            return
-        self.session.construct(name, parent)
-        self._flush_cells()
-
-    def _flush_cells(self):
-        if self.session is not None:
-            for name, parent in self.pending_cells:
-                self.session.construct(name, parent)
-        self.pending_cells.clear()
+        super()._construct(name, parent)
 
     # -- backward hooks --------------------------------------------------------------------
     def _bw_hook(self, name, cell, fn, pre):
@@ -639,7 +626,7 @@ class Recorder(StepSession):
                 return None
             with _Busy():
                 self.cell_stack.pop()
-                self._flush_cells()
+                self._flush_nodes()
                 self._end_cell(fwd)
                 bwd = f"{prefix}backward.{n}"
                 params = {k.split(".")[-1]: v for k, v in cell.parameters_dict(recurse=False).items()}
@@ -670,7 +657,7 @@ class Recorder(StepSession):
         return post
 
     def _record_cell_backward(self, name, grads_of_outputs, grads_of_inputs):
-        self._flush_cells()
+        self._flush_nodes()
         if self._record_backward(name, grads_of_outputs, grads_of_inputs, parent=False):
             # A Cell with backward data keeps its parameter gradients whatever the scope says.
             self.cells_with_backward.add(name.rsplit(".", 2)[0])

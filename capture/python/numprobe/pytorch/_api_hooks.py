@@ -28,6 +28,7 @@ from . import _ops_hooks
 from . import _torch_shim
 from ._reentry import busy as _busy
 from ._reentry import set_busy as _set_busy
+from ._module_hooks import OPTIMIZER_PHASES
 from .risk import CORE, LOW_RISK, is_recorded_at
 from .._native import ApiCalls
 from .._native import backward_node as _backward_node
@@ -311,11 +312,10 @@ class ApiHooks:
         counters[key] = n + 1
         entry = f"{key}.{n}.forward"
         cfg = self.cfg
-        parent = self.module_stack[-1] if self.module_stack else None
         if cfg.level == "mix" and cfg.extra_info:
             _set_busy(True)
             try:
-                self.session.construct(entry, parent)
+                self._construct_api(entry)
             finally:
                 _set_busy(False)
         if not self.api_selected(name, entry):
@@ -407,6 +407,20 @@ class ApiHooks:
         finally:
             _set_busy(False)
 
+    def _construct_api(self, entry):
+        """An API entry's construct.json node (level mix). Inside an optimizer step or a
+        clip_grad function (`optimizer_status`, set by ModuleHooks) its parent is that phase,
+        whose own node goes in just before the first such API of the step, as msprobe writes
+        them; elsewhere it is the innermost open module."""
+        status = self.optimizer_status
+        if status in OPTIMIZER_PHASES:
+            if status not in self.phases_noted and self.session is not None:
+                self.phases_noted.add(status)
+                self.session.construct(status, None)
+            self._construct(entry, status)
+        else:
+            self._construct(entry, self.module_stack[-1] if self.module_stack else None)
+
     def api_selected(self, name, entry):
         cfg = self.cfg
         if cfg.scope or cfg.list:
@@ -432,8 +446,7 @@ class ApiHooks:
             _set_busy(True)
             try:
                 if rec.cfg.level == "mix" and rec.cfg.extra_info:
-                    parent = rec.module_stack[-1] if rec.module_stack else None
-                    rec.session.construct(entry, parent)
+                    rec._construct_api(entry)
                 if construct_only:
                     return
                 # list/scope decide when the backward runs (a scope may have closed by then).

@@ -1,5 +1,6 @@
 """Modules (levels L0 and mix): forward, backward and parameter-gradient hooks on every
-sub-module of the models given to ``start``, and the optimizer step's node in construct.json.
+sub-module of the models given to ``start``, and the optimizer step's and gradient clipping's
+nodes in construct.json.
 
 Entries are named as msprobe names them: ``Module.{path}.{Class}.forward.{n}`` (with
 ``{index}.`` before the path when ``start`` got a list of models), ``….backward.{n}`` and
@@ -10,6 +11,7 @@ msprobe feeds its own, with only the tensors that take part in the backward (fou
 lists, tuples and dicts): torch's full backward hooks would see tuples only, give a None output
 a slot and a bool mask a gradient.
 """
+import functools
 import sys
 
 import torch
@@ -121,7 +123,7 @@ def _backward_hook(module, rec, prefix, n):
             if rec.cfg.extra_info:
                 _set_busy(True)
                 try:
-                    rec.session.construct(entry, rec.module_stack[-1] if rec.module_stack else None)
+                    rec._construct(entry, rec.module_stack[-1] if rec.module_stack else None)
                 finally:
                     _set_busy(False)
             rec.module_stack.append(entry)
@@ -132,6 +134,8 @@ def _backward_hook(module, rec, prefix, n):
             rec.module_stack.pop()
         if not rec.enabled or rec.session is None:
             return None
+        if rec.cfg.extra_info:
+            rec._flush_nodes()  # a collect point, whether or not the filter keeps the entry
         if not rec.selected(entry):
             return None
         _set_busy(True)
@@ -154,6 +158,23 @@ def _backward_hook(module, rec, prefix, n):
     return BackwardHook(module, [backward], [backward_pre])
 
 
+#: The phases of a training step msprobe names as construct.json parents of their APIs.
+OPTIMIZER_PHASES = ("optimizer", "clip_grad")
+
+
+def _clip_phase(rec, func):
+    """`func` (a gradient clipping function) run as the `clip_grad` phase of `rec`."""
+    @functools.wraps(func)
+    def clip(*args, **kwargs):
+        rec.optimizer_status = "clip_grad"
+        try:
+            return func(*args, **kwargs)
+        finally:
+            rec.optimizer_status = ""
+
+    return clip
+
+
 class ModuleHooks:
     """The recorder's module part (a mixin of ``Recorder``)."""
 
@@ -164,32 +185,35 @@ class ModuleHooks:
         self.hook_optimizer()
 
     def hook_optimizer(self):
-        """At mix level msprobe marks the optimizer step in construct.json: an `optimizer`
-        node, parent of the APIs the step calls."""
-        if getattr(self, "_optim_hooked", False):
+        """At mix level msprobe marks the optimizer step and gradient clipping in
+        construct.json: an `optimizer` or `clip_grad` node, parent of the APIs that phase
+        calls (`optimizer_status`, read by ApiHooks._construct_api). Like msprobe's, the
+        phase is one value, not a stack: an optimizer whose step clips its gradients calls
+        the APIs after the clipping outside any phase."""
+        if self.cfg.level != "mix" or getattr(self, "_optim_hooked", False):
             return
         self._optim_hooked = True
         rec = self
 
         def pre(opt, args, kwargs):
-            if rec.enabled and rec.session is not None and rec.cfg.level == "mix":
-                if rec.cfg.extra_info:
-                    _set_busy(True)
-                    try:
-                        rec.session.construct("optimizer", None)
-                    finally:
-                        _set_busy(False)
-                rec.module_stack.append("optimizer")
+            rec.optimizer_status = "optimizer"
 
         def post(opt, args, kwargs):
-            if rec.module_stack and rec.module_stack[-1] == "optimizer":
-                rec.module_stack.pop()
+            rec.optimizer_status = ""
 
         from torch.optim.optimizer import (register_optimizer_step_post_hook,
                                            register_optimizer_step_pre_hook)
 
         self.handles.append(register_optimizer_step_pre_hook(pre))
         self.handles.append(register_optimizer_step_post_hook(post))
+        # torch.nn.utils' clipping functions, called through that namespace (as msprobe
+        # patches them; a script that imported one by name before start() calls the original).
+        import torch.nn.utils as nn_utils
+
+        for fname in ("clip_grad_norm_", "clip_grad_norm", "clip_grad_value_"):
+            orig = getattr(nn_utils, fname, None)
+            if orig is not None:
+                setattr(nn_utils, fname, _clip_phase(rec, orig))
 
     def hook_models(self, model):
         models = model if isinstance(model, (list, tuple)) else [model]
@@ -221,7 +245,7 @@ class ModuleHooks:
             _set_busy(True)
             try:
                 if rec.cfg.extra_info:
-                    rec.session.construct(entry, parent)
+                    rec._construct(entry, parent)
                 if rec.selected(entry):
                     rec._begin_entry(entry)
                     if "forward" in rec.cfg.modes and "input" in rec.cfg.modes:
@@ -259,6 +283,8 @@ class ModuleHooks:
                 return None
             _set_busy(True)
             try:
+                if rec.module_enabled and rec.cfg.extra_info:
+                    rec._flush_nodes()
                 if use_backward and torch.is_grad_enabled():
                     rec._hook_param_grads(mod, prefix)
                 if rec.module_enabled and rec.selected(entry, entering=False):

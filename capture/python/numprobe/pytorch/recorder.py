@@ -41,6 +41,7 @@ class Recorder(StepSession, ApiHooks, ModuleHooks, Values, DeviceStats, StatsThr
     """State of one PrecisionDebugger: the current step's session, counters, hooks."""
 
     framework = "pytorch"
+    module_prefix = "Module."
 
     def __init__(self, cfg):
         super().__init__(cfg)
@@ -56,6 +57,10 @@ class Recorder(StepSession, ApiHooks, ModuleHooks, Values, DeviceStats, StatsThr
         # runs (a custom autograd Function's backward, a checkpointed forward recomputed)
         # has that backward node as its parent.
         self.module_stack = []
+        # msprobe's phase of the step at mix level ("optimizer", "clip_grad" or ""), and the
+        # phases whose construct.json node this step has written (see ApiHooks._construct_api).
+        self.optimizer_status = ""
+        self.phases_noted = set()
         self.modules_with_backward = set()  # modules whose backward entry got data this step
         self.scope_state = "before"
         self.scope_taken = set()
@@ -141,6 +146,8 @@ class Recorder(StepSession, ApiHooks, ModuleHooks, Values, DeviceStats, StatsThr
         self.extra_counters.clear()
         self.module_counters.clear()
         self.module_stack.clear()
+        self.optimizer_status = ""
+        self.phases_noted.clear()
         self.scope_state = "before"
         self.scope_taken = set()
         self.param_grad_counts = {}
