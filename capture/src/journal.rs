@@ -773,10 +773,19 @@ impl Replay {
 
 /// Reads every intact record; skips damaged frames (see the module documentation).
 pub fn read(path: &Path) -> Result<Replay> {
-    let mut bytes = Vec::new();
     // A journal found in a dump from elsewhere may be a FIFO or a device: refused, not read.
-    dumpfmt::fsio::open_regular(path)?
-        .read_to_end(&mut bytes)
+    read_from(dumpfmt::fsio::open_regular(path)?, path)
+}
+
+/// [`read`] of a journal found in a dump directory rather than named by the user: not read
+/// through a link out of its directory ([`dumpfmt::fsio::open_found`]).
+pub fn read_found(path: &Path) -> Result<Replay> {
+    read_from(dumpfmt::fsio::open_found(path)?, path)
+}
+
+fn read_from(mut file: std::fs::File, path: &Path) -> Result<Replay> {
+    let mut bytes = Vec::new();
+    file.read_to_end(&mut bytes)
         .map_err(|e| Error::io(path, e))?;
     parse(&bytes, path)
 }

@@ -373,8 +373,12 @@ pub fn recover_with(dir: &Path, opts: RecoverOptions) -> Result<Vec<Recovered>> 
     }
     journals.sort();
     let mut out = Vec::with_capacity(journals.len());
-    for j in journals {
-        let replay = journal::read(&j)?;
+    for (j, found) in journals {
+        let replay = if found {
+            journal::read_found(&j)?
+        } else {
+            journal::read(&j)?
+        };
         let mut state = DumpState::new();
         let records = replay.records.len();
         for r in replay.records {
@@ -469,14 +473,16 @@ fn write_keeping_backups(dir: &Path, files: Vec<(&str, Vec<u8>)>) -> Result<Reco
     Ok(RecoverOutcome::Written { backup })
 }
 
-fn find_journals(dir: &Path, out: &mut Vec<PathBuf>) -> Result<()> {
+/// The journals at or below `dir`: (path, whether it was found in a directory rather than
+/// named by the user).
+fn find_journals(dir: &Path, out: &mut Vec<(PathBuf, bool)>) -> Result<()> {
     // A path that does not exist is said to be missing, not to hold no journal.
     let meta = std::fs::metadata(dir).map_err(|e| Error::io(dir, e))?;
     if !meta.is_dir() {
         // A journal that is a FIFO, device or link is still the journal: journal::read
         // refuses what is not a regular file and says what it is.
         if dir.file_name().is_some_and(|n| n == journal::FILE_NAME) {
-            out.push(dir.to_path_buf());
+            out.push((dir.to_path_buf(), false));
         }
         return Ok(());
     }
@@ -495,7 +501,7 @@ fn find_journals(dir: &Path, out: &mut Vec<PathBuf>) -> Result<()> {
             // Found, not named: a link out of its directory would replay another capture's
             // journal (or any file) into this rank's files.
             dumpfmt::fsio::check_found_file(&p)?;
-            out.push(p);
+            out.push((p, true));
         }
     }
     Ok(())

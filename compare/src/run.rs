@@ -319,6 +319,17 @@ pub fn locate_dump_json(path: &Path, step: Option<u64>, rank: Option<u64>) -> Re
     }
 }
 
+/// Reads the dump.json [`locate_dump_json`] found for the path the user `named`: one named
+/// is read wherever its links lead, one found in a directory only inside it (judged on the
+/// file opened, see [`dumpfmt::fsio::open_found`]).
+fn read_located(named: &Path, located: &Path) -> Result<Value> {
+    if located == named {
+        read_json(located)
+    } else {
+        Ok(dumpfmt::json::parse_found(located)?)
+    }
+}
+
 /// Reads a flat YAML map (`-dm`, `-cm`, `-am` tables): `target_name: golden_name` pairs, in
 /// file order, with a YAML parser (yaml-rust2). Errors name the file and line: YAML syntax,
 /// a document that is not one flat map of scalars (a list, a nested map), or an alias (`*x`,
@@ -486,17 +497,14 @@ pub fn run_keeping(
     }
     let npu_path = locate_dump_json(&opts.target, opts.step, opts.rank)?;
     let bench_path = locate_dump_json(&opts.golden, opts.step, opts.rank)?;
-    let npu_json = read_json(&npu_path)?;
-    let bench_json = read_json(&bench_path)?;
+    let npu_json = read_located(&opts.target, &npu_path)?;
+    let bench_json = read_located(&opts.golden, &bench_path)?;
     let stack_path = npu_path.with_file_name("stack.json");
     // stack.json is optional, but only when absent: a FIFO, directory or device under that
     // name is refused by read_json (naming what it is) rather than silently skipped.
     let stack = match std::fs::symlink_metadata(&stack_path) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-        _ => {
-            dumpfmt::fsio::check_found_file(&stack_path)?;
-            Some(read_json(&stack_path)?)
-        }
+        _ => Some(dumpfmt::json::parse_found(&stack_path)?),
     };
     let mopts = MatchOptions {
         fuzzy: opts.fuzzy_match,

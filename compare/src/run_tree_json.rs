@@ -25,12 +25,10 @@ fn cell_json(c: &Cell) -> Value {
 /// read from the origin rank's dump.json (and stack.json).
 pub fn diff_analyze(rank_dir: &Path, origin: &Origin) -> crate::Result<String> {
     let dump_path = rank_dir.join("dump.json");
-    dumpfmt::fsio::check_found_file(&dump_path)?;
-    let dump = dumpfmt::json::parse_file(&dump_path)?;
+    let dump = dumpfmt::json::parse_found(&dump_path)?;
     let stack_path = rank_dir.join("stack.json");
     let stack = if stack_path.is_file() {
-        dumpfmt::fsio::check_found_file(&stack_path)?;
-        Some(dumpfmt::json::parse_file(&stack_path)?)
+        Some(dumpfmt::json::parse_found(&stack_path)?)
     } else {
         None
     };

@@ -50,6 +50,13 @@ impl ConstructFile {
         ConstructFile::from_value(&v, path)
     }
 
+    /// [`ConstructFile::open`] of a file found in a dump directory, not named by the user
+    /// ([`json::parse_found`]: not read through a link out of its directory).
+    pub fn open_found(path: &Path) -> Result<ConstructFile> {
+        let v = json::parse_found(path)?;
+        ConstructFile::from_value(&v, path)
+    }
+
     pub fn from_value(v: &Value, path: &Path) -> Result<ConstructFile> {
         let m = v.as_object().ok_or_else(|| {
             Error::schema(

@@ -68,6 +68,13 @@ impl DumpFile {
         DumpFile::from_value(value, path)
     }
 
+    /// [`DumpFile::open`] of a file found in a dump directory, not named by the user
+    /// ([`json::parse_found`]: not read through a link out of its directory).
+    pub fn open_found(path: &Path) -> Result<DumpFile> {
+        let value = json::parse_found(path)?;
+        DumpFile::from_value(value, path)
+    }
+
     /// Checks `value` and wraps it; `path` labels errors and locates `dump_tensor_data`.
     pub fn from_value(value: Value, path: impl Into<PathBuf>) -> Result<DumpFile> {
         let path = path.into();

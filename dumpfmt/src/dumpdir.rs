@@ -107,8 +107,16 @@ impl Rank {
         for name in ["dump.json", "debug.json"] {
             crate::fsio::check_found_file(&dir.dir.join(name))?;
         }
-        let dump = dir.dump_json.as_deref().map(DumpFile::open).transpose()?;
-        let debug = dir.debug_json.as_deref().map(DumpFile::open).transpose()?;
+        let dump = dir
+            .dump_json
+            .as_deref()
+            .map(DumpFile::open_found)
+            .transpose()?;
+        let debug = dir
+            .debug_json
+            .as_deref()
+            .map(DumpFile::open_found)
+            .transpose()?;
         Ok(Rank { dir, dump, debug })
     }
 

@@ -52,6 +52,68 @@ pub fn check_found_file(path: &Path) -> Result<()> {
     }
 }
 
+/// Opens a file numprobe found in a dump directory, by [`check_found_file`]'s rule judged on
+/// the file actually opened (its location read back from the open descriptor), so a link
+/// swapped in between a check and the open cannot lead the read out of the directory. Where
+/// the system cannot say where an open file lies, the path is judged first and the opened
+/// file must then be the one judged.
+pub fn open_found(path: &Path) -> Result<File> {
+    let file = open_regular(path)?;
+    match opened_location(&file) {
+        Some(target) => {
+            let dir = parent_dir(path);
+            let dir = std::fs::canonicalize(dir).map_err(|e| Error::io(dir, e))?;
+            if !target.starts_with(&dir) {
+                return Err(Error::LinkOutside {
+                    file: path.to_path_buf(),
+                    target,
+                });
+            }
+        }
+        None => {
+            check_found_file(path)?;
+            if !same_file(&file, path)? {
+                return Err(Error::io(
+                    path,
+                    std::io::Error::other("the file changed while it was being opened"),
+                ));
+            }
+        }
+    }
+    Ok(file)
+}
+
+/// Where the file behind an open descriptor lies (every link resolved), when the system says.
+fn opened_location(file: &File) -> Option<PathBuf> {
+    #[cfg(target_os = "linux")]
+    {
+        use std::os::fd::AsRawFd;
+        std::fs::read_link(format!("/proc/self/fd/{}", file.as_raw_fd()))
+            .ok()
+            .filter(|p| p.is_absolute())
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = file;
+        None
+    }
+}
+
+/// Whether `file` is the file `path` names now.
+fn same_file(file: &File, path: &Path) -> Result<bool> {
+    let opened = file.metadata().map_err(|e| Error::io(path, e))?;
+    let named = std::fs::metadata(path).map_err(|e| Error::io(path, e))?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        Ok(opened.dev() == named.dev() && opened.ino() == named.ino())
+    }
+    #[cfg(not(unix))]
+    {
+        Ok(opened.len() == named.len() && opened.modified().ok() == named.modified().ok())
+    }
+}
+
 /// A directory found while walking a dump from `root` (a step, rank or split directory below
 /// the directory the user named) that is a symbolic link to `target`, outside `root`: not
 /// entered ([`dir_link_out`]).
@@ -202,6 +264,59 @@ mod tests {
                 "{text}"
             );
         }
+    }
+
+    #[test]
+    fn found_files_open_only_inside_their_directory_judged_on_the_opened_file() {
+        use std::os::unix::fs::symlink;
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("rank0");
+        std::fs::create_dir_all(dir.join("sub")).unwrap();
+        std::fs::write(tmp.path().join("secret.json"), b"secret").unwrap();
+        std::fs::write(dir.join("real.json"), b"real").unwrap();
+        std::fs::write(dir.join("sub/deep.json"), b"deep").unwrap();
+        symlink("real.json", dir.join("relative")).unwrap();
+        symlink("sub/deep.json", dir.join("into_subdir")).unwrap();
+        symlink("../rank0/real.json", dir.join("out_and_back")).unwrap();
+        symlink("../secret.json", dir.join("parent")).unwrap();
+        symlink(tmp.path().join("secret.json"), dir.join("absolute")).unwrap();
+        symlink("absolute", dir.join("chain")).unwrap();
+        let read = |name: &str| {
+            let mut text = String::new();
+            std::io::Read::read_to_string(&mut open_found(&dir.join(name))?, &mut text).unwrap();
+            Ok::<_, Error>(text)
+        };
+        for (name, text) in [
+            ("real.json", "real"),
+            ("relative", "real"),
+            ("into_subdir", "deep"),
+            ("out_and_back", "real"),
+        ] {
+            assert_eq!(read(name).unwrap(), text, "{name}");
+        }
+        for name in ["parent", "absolute", "chain"] {
+            match read(name).unwrap_err() {
+                Error::LinkOutside { file, target } => {
+                    assert_eq!(file, dir.join(name));
+                    assert!(target.ends_with("secret.json"), "{}", target.display());
+                }
+                e => panic!("{name}: {e}"),
+            }
+        }
+        // The location judged is the opened file's own, wherever the name points later.
+        let f = open_regular(&dir.join("chain")).unwrap();
+        std::fs::remove_file(dir.join("chain")).unwrap();
+        symlink("real.json", dir.join("chain")).unwrap();
+        let at = opened_location(&f).expect("Linux says where an open file lies");
+        assert_eq!(at, tmp.path().canonicalize().unwrap().join("secret.json"));
+        // A dump directory reached through a link of its own keeps its files inside it.
+        symlink(&dir, tmp.path().join("alias")).unwrap();
+        assert!(open_found(&tmp.path().join("alias/relative")).is_ok());
+        assert!(open_found(&tmp.path().join("alias/absolute")).is_err());
+        // Not regular files are refused as open_regular refuses them.
+        symlink("/dev/null", dir.join("device")).unwrap();
+        let e = open_found(&dir.join("device")).unwrap_err();
+        assert!(e.to_string().contains("character device"), "{e}");
     }
 
     #[test]

@@ -553,7 +553,16 @@ pub fn parse(bytes: &[u8], file: &Path) -> Result<Value> {
 
 /// Memory-maps `path` and parses it into one tree (no intermediate copy of the file).
 pub fn parse_file(path: &Path) -> Result<Value> {
-    let file = crate::fsio::open_regular(path)?;
+    parse_opened(crate::fsio::open_regular(path)?, path)
+}
+
+/// [`parse_file`] of a file found in a dump directory rather than named by the user: one
+/// that leads out of its directory is refused ([`crate::fsio::open_found`]).
+pub fn parse_found(path: &Path) -> Result<Value> {
+    parse_opened(crate::fsio::open_found(path)?, path)
+}
+
+fn parse_opened(file: std::fs::File, path: &Path) -> Result<Value> {
     let len = file.metadata().map_err(|e| Error::io(path, e))?.len();
     if len == 0 {
         return parse(&[], path);

@@ -64,6 +64,13 @@ impl StackFile {
         StackFile::from_value(&v, path)
     }
 
+    /// [`StackFile::open`] of a file found in a dump directory, not named by the user
+    /// ([`json::parse_found`]: not read through a link out of its directory).
+    pub fn open_found(path: &Path) -> Result<StackFile> {
+        let v = json::parse_found(path)?;
+        StackFile::from_value(&v, path)
+    }
+
     pub fn from_value(v: &Value, path: &Path) -> Result<StackFile> {
         let m = v.as_object().ok_or_else(|| {
             Error::schema(

@@ -431,7 +431,7 @@ fn validate_rank(r: &RankDir, report: &mut Report) {
     let mut dump_keys: Option<(HashSet<String>, String)> = None;
     for f in [&r.dump_json, &r.debug_json].into_iter().flatten() {
         report.json_files += 1;
-        match json::parse_file(f) {
+        match json::parse_found(f) {
             Ok(v) => {
                 let keys = check_dump(f, v, r.tensor_dir.as_ref(), &mut referenced, report);
                 if f.file_name().is_some_and(|n| n == "dump.json") {
@@ -443,7 +443,7 @@ fn validate_rank(r: &RankDir, report: &mut Report) {
     }
     if let Some(f) = &r.stack_json {
         report.json_files += 1;
-        match StackFile::open(f) {
+        match StackFile::open_found(f) {
             Ok(stack) => {
                 if let Some((keys, task)) = &dump_keys
                     && task != "structure"
@@ -475,7 +475,7 @@ fn validate_rank(r: &RankDir, report: &mut Report) {
     }
     if let Some(f) = &r.construct_json {
         report.json_files += 1;
-        if let Err(e) = ConstructFile::open(f) {
+        if let Err(e) = ConstructFile::open_found(f) {
             report.problems.push(Problem::from_error(&e));
         }
     }

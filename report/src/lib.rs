@@ -46,8 +46,7 @@ pub fn construct_beside(dump_json: &Path) -> Result<Option<dumpfmt::construct::C
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
         _ => {
             // Found beside dump.json, not named by the user: not followed out of its directory.
-            dumpfmt::fsio::check_found_file(&path)?;
-            Ok(Some(dumpfmt::construct::ConstructFile::open(&path)?))
+            Ok(Some(dumpfmt::construct::ConstructFile::open_found(&path)?))
         }
     }
 }

@@ -535,8 +535,7 @@ pub fn golden_stacks(dump_json: &Path) -> Result<HashMap<String, Vec<String>>> {
     match std::fs::symlink_metadata(&path) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(HashMap::new()),
         _ => {
-            dumpfmt::fsio::check_found_file(&path)?;
-            let f = dumpfmt::stack::StackFile::open(&path)?;
+            let f = dumpfmt::stack::StackFile::open_found(&path)?;
             let mut out = HashMap::new();
             for g in &f.groups {
                 for n in &g.names {
