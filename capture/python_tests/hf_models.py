@@ -4,7 +4,11 @@ tools dump the same run. Step i of the dump is model i: Llama (causal LM), BERT 
 classification with a padding mask), GPT-2 (causal LM), ViT (image classification); hidden size
 64, two layers (`build` takes other sizes for benchmarks).
 
-usage: python hf_models.py numprobe|msprobe CONFIG.json
+usage: python hf_models.py numprobe|msprobe CONFIG.json [trainer]
+
+With `trainer`, the Llama model instead goes through two steps of the loop a Trainer runs:
+two micro-batches under bfloat16 autocast with their gradients accumulated, gradient norm
+clipping, AdamW with weight decay, a learning-rate schedule, gradients set to None.
 """
 import sys
 
@@ -53,6 +57,25 @@ def build(name, hidden=64, layers=2, seq=8, batch=2, image=16):
         "labels": torch.arange(batch) * 2 % 3}
 
 
+def trainer_steps(dbg, steps=2, micro_batches=2):
+    model, batch = build("llama")
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.01)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: 1.0 / (s + 1))
+    model.train()
+    for _ in range(steps):
+        dbg.start(model=model)
+        for _ in range(micro_batches):
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                loss = model(**batch).loss / micro_batches
+            loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        sched.step()
+        model.zero_grad(set_to_none=True)
+        dbg.stop()
+        dbg.step()
+
+
 def main():
     tool, cfg_path = sys.argv[1:3]
     torch.set_num_threads(1)
@@ -64,6 +87,9 @@ def main():
     else:
         from numprobe.pytorch import PrecisionDebugger
     dbg = PrecisionDebugger(config_path=cfg_path)
+    if sys.argv[3:] == ["trainer"]:
+        trainer_steps(dbg)
+        return
     for model, batch in runs:
         opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
         model.train()

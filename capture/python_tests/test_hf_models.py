@@ -55,14 +55,14 @@ def _config(dump_path, task, level, summary_mode):
             "async_dump": False, "extra_info": True, task: sec}
 
 
-def _run(base, tool, name):
+def _run(base, tool, name, *args):
     d = os.path.join(base, f"{tool}_{name}")
     os.makedirs(d)
     cfg_path = os.path.join(d, "config.json")
     with open(cfg_path, "w") as f:
         json.dump(_config(os.path.join(d, "dump"), *CONFIGS[name]), f)
-    r = subprocess.run([sys.executable, SCRIPT, tool, cfg_path], cwd=d, capture_output=True,
-                       text=True, timeout=900)
+    r = subprocess.run([sys.executable, SCRIPT, tool, cfg_path, *args], cwd=d,
+                       capture_output=True, text=True, timeout=900)
     assert r.returncode == 0, f"{tool} {name}:\n{r.stdout[-2000:]}\n{r.stderr[-3000:]}"
     return os.path.join(d, "dump")
 
@@ -176,3 +176,22 @@ def test_md5_is_the_crc32_of_the_tensors_where_msprobe_races(runs):
     # msprobe's wrong checksums (if this run raced at all) are all on in-place APIs' tensors.
     api = lambda p: p.split(".")[1]  # noqa: E731
     assert all(api(p).endswith("_") for _, p in msprobe_wrong), msprobe_wrong[:10]
+
+
+def test_a_trainer_loop_equals_msprobe(tmp_path):
+    """The loop a Trainer runs (hf_models.trainer_steps): bfloat16 autocast, two micro-batches
+    accumulated, gradient clipping (its APIs under construct.json's `clip_grad` node), AdamW,
+    a learning-rate schedule; at mix and L1 both tools write the same files."""
+    for name in ("stat_mix", "stat_L1"):
+        ours = _run(str(tmp_path), "numprobe", name, "trainer")
+        theirs = _run(str(tmp_path), "msprobe", name, "trainer")
+        for step in (0, 1):
+            a, b = load(ours, step), load(theirs, step)
+            assert len(b["data"]) > 400, name
+            assert list(a["data"]) == list(b["data"]), name
+            assert_same_structure(a, b)
+            assert_same_values(a, b)
+            assert stack_groups(ours, step) == stack_groups(theirs, step), name
+            assert construct_items(ours, step) == construct_items(theirs, step), name
+            if name == "stat_mix":
+                assert "clip_grad" in dict(construct_items(ours, step))
