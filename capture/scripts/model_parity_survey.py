@@ -5,9 +5,9 @@ AdamW step under each tool's PrecisionDebugger, every tool and configuration in 
 its own (step i of a dump is family i). The dumps are then compared family by family: the
 entries and their order, the keys and non-statistic values of each entry, the statistics, md5
 (judged against the CRC-32 of the tensor run's files, since msprobe 26.2 hashes tensors on a
-thread while in-place APIs change them), construct.json and stack.json. The CI suite
-(capture/python_tests/test_hf_models.py) holds four families; this survey looks wider, for
-what the next model may break.
+thread while in-place APIs change them), construct.json and stack.json (their key order too).
+The CI suite (capture/python_tests/test_hf_models.py) holds four families; this survey looks
+wider, for what the next model may break.
 
   python capture/scripts/model_parity_survey.py --out /tmp/survey \\
       [--families t5,bart,bloom,llama_ckpt_nr,...] [--configs stat_L1,stat_mix,stat_L0,md5_mix]
