@@ -501,7 +501,7 @@ pub fn run_keeping(
     let bench_json = read_located(&opts.golden, &bench_path)?;
     let stack_path = npu_path.with_file_name("stack.json");
     // stack.json is optional, but only when absent: a FIFO, directory or device under that
-    // name is refused by read_json (naming what it is) rather than silently skipped.
+    // name is refused by its reader (naming what it is) rather than silently skipped.
     let stack = match std::fs::symlink_metadata(&stack_path) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
         _ => Some(dumpfmt::json::parse_found(&stack_path)?),

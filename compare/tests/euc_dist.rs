@@ -9,12 +9,10 @@ use testsupport::testdata;
 
 /// make.py's `lcg_f32`.
 fn lcg_f32(seed: u64, n: usize, scale: f64) -> Vec<f32> {
-    let mut s = seed;
+    let mut next = testsupport::lcg(seed);
     (0..n)
         .map(|_| {
-            s = s
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
+            let s = next();
             (((s >> 11) as f64 / (1u64 << 53) as f64 * 2.0 - 1.0) * scale) as f32
         })
         .collect()

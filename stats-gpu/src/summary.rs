@@ -1046,11 +1046,9 @@ mod tests {
             5.617039278149605e-9
         );
         let bf16_rne = |b: u32| -> u32 { (b + 0x7FFF + ((b >> 16) & 1)) >> 16 };
-        let mut state = 0x9E37_79B9_7F4A_7C15u64;
+        let mut next = testsupport::lcg(0x9E37_79B9_7F4A_7C15);
         for i in 0..200_000u32 {
-            state = state
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
+            let state = next();
             // Random bits, and values just above and below bfloat16 ties.
             let bits = match i % 3 {
                 0 => (state >> 32) as u32,

@@ -52,14 +52,21 @@ pub fn python() -> PathBuf {
         .unwrap_or_else(|| PathBuf::from("/var/cache/numprobe/venv/bin/python"))
 }
 
-/// The recorded vectors' generator (testdata's `gen_ms_order.py` and `gen_torch_order.py`): a
-/// 64-bit LCG from `seed`, each call its next state's top 24 bits.
-pub fn lcg24(seed: u64) -> impl FnMut() -> u64 {
+/// The tests' 64-bit LCG (the MMIX constants, as testdata's generators use them): each call
+/// returns the next state; callers take the bits they need.
+pub fn lcg(seed: u64) -> impl FnMut() -> u64 {
     let mut state = seed;
     move || {
         state = state
             .wrapping_mul(6364136223846793005)
             .wrapping_add(1442695040888963407);
-        state >> 40
+        state
     }
+}
+
+/// The recorded vectors' generator (testdata's `gen_ms_order.py` and `gen_torch_order.py`):
+/// [`lcg`]'s top 24 bits a call.
+pub fn lcg24(seed: u64) -> impl FnMut() -> u64 {
+    let mut next = lcg(seed);
+    move || next() >> 40
 }

@@ -102,20 +102,10 @@ fn block_steps(acc: f32, b: &[f32]) -> Option<f32> {
 mod tests {
     use super::*;
 
-    fn lcg(seed: u64) -> impl FnMut() -> u64 {
-        let mut s = seed;
-        move || {
-            s = s
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            s >> 40
-        }
-    }
-
     /// float16 values (as float32) of random sign and mantissa, exponents within `spread`
     /// binades, with a share of short mantissas (values whose squares tie on the grid).
     fn halves(n: usize, seed: u64, spread: u64, short: bool) -> Vec<f32> {
-        let mut next = lcg(seed);
+        let mut next = testsupport::lcg24(seed);
         (0..n)
             .map(|_| {
                 let r = next();
